@@ -1,0 +1,13 @@
+"""The `kvbench` command line: one module per subcommand, this module only wires them."""
+
+import click
+
+from kvbench import __version__
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kvbench")
+def main() -> None:
+    """Run LLM-serving benchmark experiments (BenchmarkExperiment resources)."""
