@@ -3,6 +3,8 @@
 import click
 
 from kvbench import __version__
+from kvbench.cli.crd import crd
+from kvbench.cli.plan import plan
 
 __all__ = ["main"]
 
@@ -11,3 +13,7 @@ __all__ = ["main"]
 @click.version_option(__version__, prog_name="kvbench")
 def main() -> None:
     """Run LLM-serving benchmark experiments (BenchmarkExperiment resources)."""
+
+
+main.add_command(crd)
+main.add_command(plan)

@@ -1,0 +1,144 @@
+"""The serving engine: vLLM's image, model and flags, and how they become `vllm serve` arguments."""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kvbench.api.base import ApiModel
+from kvbench.api.kube import EnvVar, ModelCache, SecretKeyRef
+from kvbench.api.units import ByteSize
+
+__all__ = ["EngineOverrides", "EngineSpec", "VllmFlags"]
+
+KvCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
+BlockSize = Literal[1, 8, 16, 32, 64, 128]
+
+# vLLM flags whose default is on: turning them off needs the explicit `--no-` form.
+_ON_BY_DEFAULT = {"enable_prefix_caching", "enable_chunked_prefill"}
+# Flags that `vllm serve` takes under another spelling than the field name.
+_FLAG_NAMES = {"served_model_name": "--served-model-name"}
+
+
+class VllmFlags(ApiModel):
+    """vLLM's serve flags as typed fields; unset means vLLM's own default."""
+
+    served_model_name: str | None = Field(None, min_length=1, description="--served-model-name")
+    max_model_len: int | None = Field(None, ge=16, description="--max-model-len (tokens)")
+    kv_cache_memory_bytes: ByteSize | None = Field(
+        None,
+        description="--kv-cache-memory-bytes: KV cache size per server, e.g. 1073741824 or 1Gi. "
+        "Overrides gpuMemoryUtilization for the KV cache.",
+    )
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="--gpu-memory-utilization (fraction of the GPU)"
+    )
+    kv_cache_dtype: KvCacheDtype | None = Field(None, description="--kv-cache-dtype")
+    dtype: ModelDtype | None = Field(None, description="--dtype of the weights")
+    block_size: BlockSize | None = Field(None, description="--block-size (tokens per KV block)")
+    max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs")
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="--max-num-batched-tokens (token budget per step, the chunk size)"
+    )
+    enable_prefix_caching: bool | None = Field(None, description="--[no-]enable-prefix-caching")
+    enable_chunked_prefill: bool | None = Field(None, description="--[no-]enable-chunked-prefill")
+    enable_prompt_tokens_details: bool | None = Field(
+        None,
+        description="--enable-prompt-tokens-details: report cached tokens per response. kvbench "
+        "turns it on unless set to false, or every request would look like a miss.",
+    )
+    enforce_eager: bool | None = Field(None, description="--enforce-eager (no CUDA graphs)")
+    tensor_parallel_size: int | None = Field(None, ge=1, description="--tensor-parallel-size")
+    seed: int | None = Field(None, ge=0, description="--seed of the engine")
+
+    def flag_values(self) -> dict[str, object]:
+        """The flags that are set, by field name."""
+        return {
+            name: value
+            for name in VllmFlags.model_fields
+            if (value := getattr(self, name)) is not None
+        }
+
+
+class EngineOverrides(VllmFlags):
+    """What a variant may change of the engine: any flag, the image, extra args, extra env."""
+
+    image: str | None = Field(None, min_length=1, description="Container image of this variant")
+    extra_args: list[str] = Field(
+        default_factory=list, description="Appended to the variant's arguments"
+    )
+    env: list[EnvVar] = Field(default_factory=list, description="Added to (or replacing) env")
+
+
+class EngineSpec(VllmFlags):
+    """The engine every worker runs: vLLM's OpenAI server, one per pod."""
+
+    image: str = Field(
+        "vllm/vllm-openai:v0.31.0",
+        min_length=1,
+        description="Container image running `vllm serve`",
+    )
+    model: str = Field(..., min_length=1, description="Model name or path, e.g. Qwen/Qwen3-0.6B")
+    port: int = Field(8000, ge=1, le=65535, description="Port of the OpenAI server and /metrics")
+    extra_args: list[str] = Field(
+        default_factory=list, description="More `vllm serve` arguments, passed as written"
+    )
+    env: list[EnvVar] = Field(default_factory=list, description="Environment of the engine")
+    model_cache: ModelCache | None = Field(
+        None, description="Volume holding downloaded weights, shared across restarts"
+    )
+    hub_token_secret: SecretKeyRef | None = Field(
+        None, description="Secret with a Hugging Face token, exported as HF_TOKEN"
+    )
+
+    @model_validator(mode="after")
+    def _chunked_prefill_needs_room(self) -> "EngineSpec":
+        if (
+            self.enable_chunked_prefill is False
+            and self.max_num_batched_tokens is not None
+            and self.max_model_len is not None
+            and self.max_num_batched_tokens < self.max_model_len
+        ):
+            raise ValueError(
+                f"maxNumBatchedTokens ({self.max_num_batched_tokens}) is below maxModelLen "
+                f"({self.max_model_len}) with enableChunkedPrefill false: vLLM refuses to start; "
+                "raise maxNumBatchedTokens or enable chunked prefill"
+            )
+        return self
+
+    def with_overrides(self, overrides: EngineOverrides | None) -> "EngineSpec":
+        """This engine with a variant's overrides applied (validated again as a whole)."""
+        if overrides is None:
+            return self
+        merged = self.model_dump()
+        merged.update(overrides.flag_values())
+        if overrides.image is not None:
+            merged["image"] = overrides.image
+        merged["extra_args"] = [*self.extra_args, *overrides.extra_args]
+        replaced = {var.name for var in overrides.env}
+        merged["env"] = [
+            *(var.model_dump() for var in self.env if var.name not in replaced),
+            *(var.model_dump() for var in overrides.env),
+        ]
+        return EngineSpec.model_validate(merged)
+
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per KV block (vLLM's default is 16)."""
+        return self.block_size or 16
+
+    def vllm_args(self) -> list[str]:
+        """The `vllm serve` argument list: model first, then every set flag, then extraArgs."""
+        args = [self.model, "--port", str(self.port)]
+        flags = self.flag_values()
+        flags.setdefault("enable_prompt_tokens_details", True)
+        for name, value in flags.items():
+            flag = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+            if value is True:
+                args.append(flag)
+            elif value is False:
+                if name in _ON_BY_DEFAULT:
+                    args.append("--no-" + flag.removeprefix("--"))
+            else:
+                args += [flag, str(value)]
+        return [*args, *self.extra_args]

@@ -1,0 +1,75 @@
+"""How runs are carried out: freshness, counters, the load generator, time limits, clean-up,
+and the simulator that stands in for vLLM without a GPU."""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kvbench.api.base import ApiModel
+from kvbench.api.kube import Placement, Resources
+from kvbench.api.units import ByteSize, Duration
+
+__all__ = ["Cleanup", "LoadGenerator", "MetricsSource", "Simulator", "Timeouts"]
+
+
+class MetricsSource(ApiModel):
+    """Where per-pod prefix-cache counters are read before and after the measured window."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.source != 'prometheus' || has(self.prometheusUrl)",
+                    "message": "source prometheus needs prometheusUrl",
+                }
+            ]
+        }
+    }
+
+    source: Literal["direct", "prometheus"] = Field(
+        "direct", description="direct: scrape every pod's /metrics; prometheus: query it"
+    )
+    prometheus_url: str | None = Field(None, pattern=r"^https?://[^\s]+$")
+
+    @model_validator(mode="after")
+    def _url_for_prometheus(self) -> "MetricsSource":
+        if self.source == "prometheus" and self.prometheus_url is None:
+            raise ValueError("metrics.source prometheus needs metrics.prometheusUrl")
+        return self
+
+
+class LoadGenerator(Placement):
+    """The GPU-less Job that sends the load."""
+
+    image: str | None = Field(None, min_length=1, description="Default: the operator's image")
+    resources: Resources = Field(default_factory=Resources)
+
+
+class Timeouts(ApiModel):
+    """Limits after which a run fails instead of hanging."""
+
+    workers_ready: Duration = Field("15m", description="Fresh workers must be Ready within this")
+    run: Duration = Field("1h", description="One run (warm-up + measured load) must end within")
+
+
+class Cleanup(ApiModel):
+    """What to keep after the experiment ends."""
+
+    keep_workers: bool = Field(False, description="Leave the last workers running")
+    keep_jobs: bool = Field(False, description="Keep finished load-generator Jobs and their pods")
+
+
+class Simulator(ApiModel):
+    """The vLLM simulator (`kvbench sim`): always used by local runs; used on a cluster only
+    when `onCluster` is true (a dry run on nodes without GPUs)."""
+
+    on_cluster: bool = False
+    image: str | None = Field(None, min_length=1, description="Default: the operator's image")
+    profile: str | None = Field(None, min_length=1, description="Timing profile for all pools")
+    gpu_memory_bytes: ByteSize | None = None
+    time_scale: float = Field(
+        0.05, ge=0, description="Wall seconds per simulated second (0: never wait)"
+    )
+    kv_capacity_jitter: float = Field(
+        0.0, ge=0, le=0.5, description="Vary KV capacity per start by up to this fraction"
+    )

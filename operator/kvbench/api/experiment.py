@@ -1,0 +1,195 @@
+"""The BenchmarkExperiment resource: the spec's root with its cross-area rules, and the resource."""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kvbench.api.base import ApiModel
+from kvbench.api.engine import EngineSpec
+from kvbench.api.execution import Cleanup, LoadGenerator, MetricsSource, Simulator, Timeouts
+from kvbench.api.load import LoadSpec
+from kvbench.api.routing import TEXT_POLICIES, RoutingArm
+from kvbench.api.status import ExperimentStatus
+from kvbench.api.workers import Variant, WorkerPool
+from kvbench.api.workload import Workload
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KIND",
+    "PLURAL",
+    "SHORT_NAME",
+    "VERSION",
+    "BenchmarkExperiment",
+    "ExperimentSpec",
+    "ObjectMeta",
+]
+
+GROUP = "kvbench.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "BenchmarkExperiment"
+PLURAL = "benchmarkexperiments"
+SHORT_NAME = "bx"
+
+_NAMED_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+
+
+class ExperimentSpec(ApiModel):
+    """What to measure and how: engine, workers, variants, routing arms, workload and load."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.routing.exists(a, has(a.prefixAffinity)) || "
+                    "has(self.workload.sharedPrefix)",
+                    "message": "prefixAffinity routing needs workload.sharedPrefix",
+                },
+                {
+                    "rule": "!has(self.workload.interference) || self.load.concurrency == [1]",
+                    "message": "the interference workload runs one stream: load.concurrency [1]",
+                },
+            ]
+        }
+    }
+
+    engine: EngineSpec
+    workers: list[WorkerPool] = Field(
+        ..., min_length=1, max_length=16, json_schema_extra=_NAMED_LIST
+    )
+    variants: list[Variant] = Field(
+        default_factory=list,
+        max_length=32,
+        json_schema_extra=_NAMED_LIST,
+        description="Named engine changes, each on fresh servers (none: one variant, default)",
+    )
+    routing: list[RoutingArm] = Field(
+        ..., min_length=1, max_length=16, json_schema_extra=_NAMED_LIST
+    )
+    workload: Workload
+    load: LoadSpec
+    freshness: Literal["restart", "reset-cache", "none"] = Field(
+        "restart",
+        description="restart: new worker pods for every run; reset-cache: POST "
+        "/reset_prefix_cache (needs VLLM_SERVER_DEV_MODE=1); none: reuse as they are",
+    )
+    metrics: MetricsSource = Field(default_factory=MetricsSource)
+    load_generator: LoadGenerator = Field(default_factory=LoadGenerator)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    cleanup: Cleanup = Field(default_factory=Cleanup)
+    simulator: Simulator = Field(default_factory=Simulator)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> "ExperimentSpec":
+        for field, items in (
+            ("workers", self.workers),
+            ("variants", self.variants),
+            ("routing", self.routing),
+        ):
+            names = [item.name for item in items]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"{field}: names must be unique, {', '.join(twice)} repeated")
+        return self
+
+    @model_validator(mode="after")
+    def _variants_valid(self) -> "ExperimentSpec":
+        for i, variant in enumerate(self.variants):
+            try:
+                self.engine.with_overrides(variant.engine)
+            except ValueError as err:
+                raise ValueError(f"variants[{i}] ({variant.name}).engine: {err}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _requests_fit(self) -> "ExperimentSpec":
+        longest = self.workload.longest_request()
+        for name, engine in self.engines().items():
+            if engine.max_model_len is not None and longest > engine.max_model_len:
+                raise ValueError(
+                    f"workload: a request holds up to {longest} tokens (prompt + output) but "
+                    f"variant {name!r} has engine.maxModelLen {engine.max_model_len}: vLLM would "
+                    "reject it; shorten the workload or raise maxModelLen"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _arms_fit_workload(self) -> "ExperimentSpec":
+        for arm in self.routing:
+            if arm.prefix_affinity is not None and self.workload.shared_prefix is None:
+                raise ValueError(
+                    f"routing[{arm.name}].prefixAffinity groups requests by prefix: it needs "
+                    "workload.sharedPrefix"
+                )
+            if (
+                arm.router is not None
+                and arm.router.policy in TEXT_POLICIES
+                and self.workload.prompt_format != "text"
+            ):
+                raise ValueError(
+                    f"routing[{arm.name}].router.policy {arm.router.policy} routes on prompt "
+                    "text: set workload.promptFormat to text"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _load_fits_workload(self) -> "ExperimentSpec":
+        if self.workload.interference is not None:
+            if self.load.request_rates is not None:
+                raise ValueError(
+                    "load.requestRates: the interference workload has its own timing; remove it"
+                )
+            if self.load.concurrency != [1]:
+                raise ValueError(
+                    "load.concurrency: the interference workload runs one stream; set it to [1]"
+                )
+        if self.freshness == "reset-cache":
+            for name, engine in self.engines().items():
+                if not any(v.name == "VLLM_SERVER_DEV_MODE" and v.value == "1" for v in engine.env):
+                    raise ValueError(
+                        f"freshness reset-cache needs env VLLM_SERVER_DEV_MODE=1 in the engine "
+                        f"of variant {name!r} (vLLM only serves /reset_prefix_cache then)"
+                    )
+        return self
+
+    def variant_names(self) -> list[str]:
+        """Variants in order; `default` when the spec names none."""
+        return [v.name for v in self.variants] or ["default"]
+
+    def engines(self) -> dict[str, EngineSpec]:
+        """The resolved engine of every variant."""
+        if not self.variants:
+            return {"default": self.engine}
+        return {v.name: self.engine.with_overrides(v.engine) for v in self.variants}
+
+    @property
+    def total_workers(self) -> int:
+        return sum(pool.replicas for pool in self.workers)
+
+
+class ObjectMeta(BaseModel):
+    """The parts of Kubernetes metadata kvbench reads; the rest is kept as it is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$", max_length=40)
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    generation: int | None = None
+
+
+class BenchmarkExperiment(ApiModel):
+    """The custom resource, as `kubectl apply` and `kvbench run` read it."""
+
+    api_version: Literal["kvbench.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    kind: Literal["BenchmarkExperiment"] = KIND
+    metadata: ObjectMeta
+    spec: ExperimentSpec
+    status: ExperimentStatus | None = None
+
+    @classmethod
+    def from_k8s(cls, body: dict[str, Any]) -> "BenchmarkExperiment":
+        """From a resource as the API server returns it."""
+        return cls.model_validate(body)

@@ -1,0 +1,183 @@
+"""Workloads: what requests are sent. Each kind is one member of `Workload` (exactly one)."""
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from kvbench.api.base import ApiModel
+from kvbench.api.units import Duration
+
+__all__ = [
+    "WORKLOAD_KINDS",
+    "InterferenceWorkload",
+    "Length",
+    "RandomWorkload",
+    "SharedPrefixWorkload",
+    "Workload",
+]
+
+WORKLOAD_KINDS = ("shared_prefix", "random", "interference")
+
+
+class SharedPrefixWorkload(ApiModel):
+    """Article 002: requests share one of P prefixes and carry a unique suffix.
+
+    Each entry of `prefixes` is one workload point. Requests per point are
+    `prefixes x requestsPerPrefix`, at least `minRequests`.
+    """
+
+    prefixes: list[Annotated[int, Field(ge=1)]] = Field(
+        ..., min_length=1, max_length=64, description="Numbers of distinct prefixes, one point each"
+    )
+    prefix_tokens: int = Field(2032, ge=1, description="Tokens of the shared prefix")
+    suffix_tokens: int = Field(339, ge=1, description="Tokens of the unique suffix")
+    output_tokens: int = Field(64, ge=1, description="Tokens generated per request")
+    requests_per_prefix: int = Field(20, ge=1)
+    min_requests: int = Field(200, ge=1)
+
+    @field_validator("prefixes")
+    @classmethod
+    def _distinct_points(cls, values: list[int]) -> list[int]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"prefixes lists a number twice: {values}")
+        return values
+
+    def requests_for(self, prefixes: int) -> int:
+        """Measured requests of the point with this many prefixes."""
+        return max(self.min_requests, prefixes * self.requests_per_prefix)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.prefix_tokens + self.suffix_tokens
+
+
+class Length(ApiModel):
+    """A token length: fixed (`mean` only) or drawn from a distribution, clipped to min/max."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.min) || !has(self.max) || self.min <= self.max",
+                    "message": "min must not be above max",
+                }
+            ]
+        }
+    }
+
+    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    mean: int = Field(..., ge=1)
+    stddev: float | None = Field(None, ge=0, description="normal and lognormal only")
+    min: int | None = Field(None, ge=1)
+    max: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Length":
+        if self.distribution in ("normal", "lognormal") and self.stddev is None:
+            raise ValueError(f"a {self.distribution} length needs stddev")
+        if self.distribution == "uniform" and (self.min is None or self.max is None):
+            raise ValueError("a uniform length needs min and max")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is above max ({self.max})")
+        return self
+
+    @property
+    def upper(self) -> int:
+        """The longest length this can produce (for fit checks against maxModelLen)."""
+        if self.max is not None:
+            return self.max
+        if self.distribution == "fixed":
+            return self.mean
+        raise ValueError(f"a {self.distribution} length without max has no upper bound")
+
+
+class RandomWorkload(ApiModel):
+    """Article 000's sweeps: distinct random prompts (never repeated, so no prefix hits)."""
+
+    input_tokens: Length
+    output_tokens: Length
+    requests: int | None = Field(None, ge=1, description="Measured requests per point")
+    requests_per_concurrency: int | None = Field(
+        None, ge=1, description="Or: measured requests = concurrency x this"
+    )
+
+    @model_validator(mode="after")
+    def _one_count(self) -> "RandomWorkload":
+        if self.requests is not None and self.requests_per_concurrency is not None:
+            raise ValueError("set requests or requestsPerConcurrency, not both")
+        if self.input_tokens.distribution != "fixed" and self.input_tokens.max is None:
+            raise ValueError("inputTokens needs max unless it is fixed")
+        if self.output_tokens.distribution != "fixed" and self.output_tokens.max is None:
+            raise ValueError("outputTokens needs max unless it is fixed")
+        return self
+
+    def requests_for(self, concurrency: int) -> int:
+        """Measured requests of a point at this concurrency (default: 4 per slot)."""
+        if self.requests is not None:
+            return self.requests
+        return concurrency * (self.requests_per_concurrency or 4)
+
+
+class InterferenceWorkload(ApiModel):
+    """Article 000's chunk-size test: one long decoding stream while long prompts arrive.
+
+    The stream's inter-token gaps are the result.
+    """
+
+    stream_input_tokens: int = Field(32, ge=1)
+    stream_output_tokens: int = Field(1024, ge=2)
+    prompts: int = Field(3, ge=1, description="Long prompts injected during the stream")
+    prompt_tokens: int = Field(3500, ge=1)
+    prompt_output_tokens: int = Field(1, ge=1)
+    inject_after: Duration = Field("1s", description="When the first prompt arrives")
+    inject_interval: Duration = Field("0s", description="Gap between injected prompts")
+
+
+class Workload(ApiModel):
+    """Exactly one workload kind, and how prompts are written."""
+
+    model_config = ApiModel.model_config | {
+        "json_schema_extra": {
+            "oneOf": [
+                {"required": ["sharedPrefix"]},
+                {"required": ["random"]},
+                {"required": ["interference"]},
+            ]
+        }
+    }
+
+    prompt_format: Literal["token-ids", "text"] = Field(
+        "token-ids",
+        description="token-ids give exact lengths (vLLM's completions API); text is for front "
+        "ends and routers that only read text",
+    )
+    shared_prefix: SharedPrefixWorkload | None = None
+    random: RandomWorkload | None = None
+    interference: InterferenceWorkload | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Workload":
+        chosen = [k for k in WORKLOAD_KINDS if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                "workload needs exactly one of sharedPrefix, random, interference "
+                f"(found {len(chosen) or 'none'})"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        """shared_prefix, random or interference."""
+        return next(k for k in WORKLOAD_KINDS if getattr(self, k) is not None)
+
+    def longest_request(self) -> int:
+        """Most tokens (prompt + output) one request can hold."""
+        if self.shared_prefix is not None:
+            return self.shared_prefix.prompt_tokens + self.shared_prefix.output_tokens
+        if self.random is not None:
+            return self.random.input_tokens.upper + self.random.output_tokens.upper
+        assert self.interference is not None
+        w = self.interference
+        return max(
+            w.stream_input_tokens + w.stream_output_tokens, w.prompt_tokens + w.prompt_output_tokens
+        )

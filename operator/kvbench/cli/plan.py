@@ -1,0 +1,62 @@
+"""`kvbench plan FILE`: the ordered runs of an experiment, with counts and a duration estimate."""
+
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kvbench.cli.common import experiment_argument, read_experiment
+from kvbench.plan import Plan, plan_experiment
+
+__all__ = ["plan", "print_plan"]
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """The plan as a table, then its counts."""
+    table = Table(title=f"Plan of {plan.experiment}")
+    for column in ("#", "run", "variant", "arm", "point", "trial", "warm-up", "measured", "est."):
+        table.add_column(
+            column, justify="right" if column in ("#", "warm-up", "measured") else "left"
+        )
+    for run in plan.runs:
+        table.add_row(
+            str(run.index),
+            run.id,
+            run.variant,
+            f"{run.arm} ({run.arm_kind})",
+            run.point.key,
+            str(run.trial),
+            str(run.warmup_requests),
+            str(run.measured_requests),
+            _duration(run.estimated_seconds),
+        )
+    console.print(table)
+    variants = Counter(r.variant for r in plan.runs)
+    arms = Counter(r.arm for r in plan.runs)
+    console.print(
+        f"{len(plan.runs)} runs ({len(variants)} variants x {len(arms)} arms x "
+        f"{len({r.point.key for r in plan.runs})} points x {max(r.trial for r in plan.runs)} "
+        f"trials), {plan.total_requests} requests, about {_duration(plan.estimated_seconds)} "
+        "on a GPU cluster"
+    )
+
+
+@click.command()
+@experiment_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan(file: Path, as_json: bool) -> None:
+    """Print the ordered runs of an experiment FILE."""
+    experiment = read_experiment(file)
+    result = plan_experiment(experiment)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        print_plan(result, Console())

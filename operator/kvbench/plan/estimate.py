@@ -1,0 +1,45 @@
+"""A coarse duration estimate per run, so `kvbench plan` can say roughly how long it takes.
+
+It is a planning aid, not a prediction: per request, prefill at a fixed rate plus decode at a
+fixed inter-token latency, spread over the requests in flight, plus a server start per run.
+"""
+
+from pydantic import BaseModel, Field
+
+from kvbench.api import ExperimentSpec, Point
+
+__all__ = ["DurationModel", "estimate_run_seconds"]
+
+
+class DurationModel(BaseModel):
+    """Rates behind the estimate (defaults: article 000's Qwen3-1.7B on an 8 GB GPU)."""
+
+    prefill_tokens_per_second: float = Field(8200.0, gt=0)
+    inter_token_seconds: float = Field(0.015, gt=0)
+    startup_seconds: float = Field(60.0, ge=0, description="One vLLM start, weights cached")
+    slots_per_worker: int = Field(8, ge=1, description="Requests one worker serves at full speed")
+
+
+def _request_tokens(spec: ExperimentSpec) -> tuple[int, int]:
+    """(prompt, output) tokens of a typical request."""
+    w = spec.workload
+    if w.shared_prefix is not None:
+        return w.shared_prefix.prompt_tokens, w.shared_prefix.output_tokens
+    if w.random is not None:
+        return w.random.input_tokens.mean, w.random.output_tokens.mean
+    assert w.interference is not None
+    return w.interference.prompt_tokens, w.interference.stream_output_tokens
+
+
+def estimate_run_seconds(
+    spec: ExperimentSpec, point: Point, requests: int, model: DurationModel
+) -> float:
+    """Seconds one run takes on a GPU cluster, roughly."""
+    prompt, output = _request_tokens(spec)
+    per_request = prompt / model.prefill_tokens_per_second + output * model.inter_token_seconds
+    in_flight = min(point.concurrency, spec.total_workers * model.slots_per_worker)
+    load = requests * per_request / in_flight
+    if point.request_rate is not None:
+        load = max(load, requests / point.request_rate)
+    startup = model.startup_seconds if spec.freshness == "restart" else 0.0
+    return startup + load

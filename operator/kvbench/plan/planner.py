@@ -1,0 +1,117 @@
+"""Spec -> ordered runs: variant x routing arm x workload point x trial.
+
+The request sequence of a run depends only on (seed, point, trial), never on the arm or the
+variant, so every arm and variant is measured on byte-identical traffic.
+"""
+
+import hashlib
+from itertools import product
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvbench.api import BenchmarkExperiment, ExperimentSpec, Point
+from kvbench.plan.estimate import DurationModel, estimate_run_seconds
+
+__all__ = ["Plan", "PlannedRun", "plan_experiment", "points_of", "sequence_seed"]
+
+
+class PlannedRun(BaseModel):
+    """One run of the plan."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(..., ge=0)
+    id: str
+    variant: str
+    arm: str
+    arm_kind: str
+    point: Point
+    trial: int = Field(..., ge=1)
+    seed: int = Field(..., description="Seed of this run's request sequence")
+    warmup_requests: int
+    measured_requests: int
+    estimated_seconds: float
+
+
+class Plan(BaseModel):
+    """All runs of an experiment, in the order they execute."""
+
+    experiment: str
+    runs: list[PlannedRun]
+
+    @property
+    def total_requests(self) -> int:
+        return sum(r.warmup_requests + r.measured_requests for r in self.runs)
+
+    @property
+    def estimated_seconds(self) -> float:
+        return sum(r.estimated_seconds for r in self.runs)
+
+    def run(self, run_id: str) -> PlannedRun:
+        """The run with this id (KeyError if the plan has none)."""
+        for run in self.runs:
+            if run.id == run_id:
+                return run
+        raise KeyError(run_id)
+
+
+def points_of(spec: ExperimentSpec) -> list[Point]:
+    """The workload points in order: prefixes (outer) x request rate x concurrency (inner)."""
+    rates: list[float | None] = list(spec.load.request_rates or [None])
+    prefixes: list[int | None] = (
+        list(spec.workload.shared_prefix.prefixes) if spec.workload.shared_prefix else [None]
+    )
+    return [
+        Point(prefixes=p, request_rate=r, concurrency=c)
+        for p, r, c in product(prefixes, rates, spec.load.concurrency)
+    ]
+
+
+def sequence_seed(seed: int, point: Point, trial: int) -> int:
+    """The seed of one (point, trial)'s request sequence, the same in every arm and variant."""
+    digest = hashlib.sha256(f"kvbench/{seed}/{point.key}/t{trial}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def _requests(spec: ExperimentSpec, point: Point) -> tuple[int, int]:
+    """(warm-up, measured) requests of a point."""
+    workload, warmup = spec.workload, spec.load.warmup
+    if workload.shared_prefix is not None:
+        assert point.prefixes is not None
+        return (
+            point.prefixes * warmup.requests_per_prefix,
+            workload.shared_prefix.requests_for(point.prefixes),
+        )
+    if workload.random is not None:
+        return warmup.requests, workload.random.requests_for(point.concurrency)
+    assert workload.interference is not None
+    return warmup.requests, 1 + workload.interference.prompts
+
+
+def plan_experiment(
+    experiment: BenchmarkExperiment, durations: DurationModel | None = None
+) -> Plan:
+    """Expand an experiment into its runs; the same spec always gives the same plan."""
+    spec = experiment.spec
+    durations = durations or DurationModel()
+    runs: list[PlannedRun] = []
+    for variant, arm, point, trial in product(
+        spec.variant_names(), spec.routing, points_of(spec), range(1, spec.load.trials + 1)
+    ):
+        warmup, measured = _requests(spec, point)
+        runs.append(
+            PlannedRun(
+                index=len(runs),
+                id=f"{variant}.{arm.name}.{point.key}.t{trial}",
+                variant=variant,
+                arm=arm.name,
+                arm_kind=arm.kind,
+                point=point,
+                trial=trial,
+                seed=sequence_seed(spec.load.seed, point, trial),
+                warmup_requests=warmup,
+                measured_requests=measured,
+                estimated_seconds=estimate_run_seconds(spec, point, warmup + measured, durations),
+            )
+        )
+    return Plan(experiment=experiment.metadata.name, runs=runs)
