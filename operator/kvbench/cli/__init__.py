@@ -5,6 +5,7 @@ import click
 from kvbench import __version__
 from kvbench.cli.crd import crd
 from kvbench.cli.plan import plan
+from kvbench.cli.run import run
 
 __all__ = ["main"]
 
@@ -17,3 +18,4 @@ def main() -> None:
 
 main.add_command(crd)
 main.add_command(plan)
+main.add_command(run)
