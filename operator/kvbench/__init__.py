@@ -1,4 +1,4 @@
-"""kvbench: LLM-serving benchmark experiments on Kubernetes, run the way a careful engineer would."""
+"""kvbench: LLM-serving benchmark experiments on Kubernetes, run as a careful engineer would."""
 
 from importlib.metadata import PackageNotFoundError, version
 
