@@ -1,0 +1,239 @@
+"""The real control plane of a test cluster: etcd, apiserver, controller manager, scheduler.
+
+All on 127.0.0.1 with ports the kernel hands out, in one working directory. The
+apiserver authenticates bearer tokens from a file and authorizes with RBAC; the
+controller manager and scheduler run as their own users, as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+from pathlib import Path
+
+import httpx
+import yaml
+from pydantic import BaseModel
+
+from kvbench.testing.build import Binaries
+from kvbench.testing.layout import ClusterLayout, free_port
+from kvbench.testing.pki import ClusterPKI
+from kvbench.testing.procs import ManagedProcess
+
+__all__ = ["ApiAccess", "ControlPlane", "write_kubeconfig"]
+
+_HOST = "127.0.0.1"
+_START_TIMEOUT = 120.0
+
+
+class ApiAccess(BaseModel):
+    """How a client reaches the apiserver: URL, CA bundle and a bearer token."""
+
+    server: str
+    ca_cert: Path
+    token: str
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_cert))
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def write_kubeconfig(path: Path, access: ApiAccess, user: str = "admin") -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "kvbench-test",
+                "cluster": {"server": access.server, "certificate-authority": str(access.ca_cert)},
+            }
+        ],
+        "users": [{"name": user, "user": {"token": access.token}}],
+        "contexts": [
+            {"name": "kvbench-test", "context": {"cluster": "kvbench-test", "user": user}}
+        ],
+        "current-context": "kvbench-test",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+def _https_ok(url: str, verify: ssl.SSLContext | bool, token: str | None = None) -> bool:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(url, verify=verify, headers=headers, timeout=2.0).status_code == 200
+
+
+class ControlPlane:
+    """Starts and stops the four control-plane processes of one cluster."""
+
+    def __init__(self, binaries: Binaries, workdir: Path, layout: ClusterLayout, pki: ClusterPKI):
+        self.binaries = binaries
+        self.workdir = workdir
+        self.layout = layout
+        self.pki = pki
+        self.processes: list[ManagedProcess] = []
+        self.api_port = free_port(_HOST)
+        tokens = {
+            user: secrets.token_hex(16)
+            for user in ("admin", "system:kube-controller-manager", "system:kube-scheduler")
+        }
+        self._tokens = tokens
+        self.admin = ApiAccess(
+            server=f"https://{_HOST}:{self.api_port}", ca_cert=pki.ca_cert, token=tokens["admin"]
+        )
+        self.kubeconfig = workdir / "kubeconfig"
+
+    def _access(self, user: str) -> ApiAccess:
+        return self.admin.model_copy(update={"token": self._tokens[user]})
+
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        process = ManagedProcess(name, argv, self.workdir / "logs" / f"{name}.log")
+        self.processes.append(process)
+        process.start()
+        return process
+
+    def start(self) -> None:
+        """Start etcd, then the apiserver, then the controllers; return once all are healthy."""
+        etcd = self._start_etcd()
+        self._start_apiserver(etcd)
+        write_kubeconfig(self.kubeconfig, self.admin)
+        self._start_controller_manager()
+        self._start_scheduler()
+
+    def _start_etcd(self) -> str:
+        client, peer = free_port(_HOST), free_port(_HOST)
+        client_url, peer_url = f"http://{_HOST}:{client}", f"http://{_HOST}:{peer}"
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name=kvbench",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=kvbench={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        etcd.wait_until(
+            lambda: httpx.get(f"{client_url}/health", timeout=2.0).json()["health"] == "true",
+            _START_TIMEOUT,
+            "healthy etcd",
+        )
+        return client_url
+
+    def _start_apiserver(self, etcd_url: str) -> None:
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(
+            "".join(
+                f"{token},{user},{user}" + (',"system:masters"\n' if user == "admin" else "\n")
+                for user, token in self._tokens.items()
+            )
+        )
+        tokens.chmod(0o600)
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                f"--bind-address={_HOST}",
+                f"--advertise-address={_HOST}",
+                f"--secure-port={self.api_port}",
+                "--insecure-port=0",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={self.pki.apiserver_cert}",
+                f"--tls-private-key-file={self.pki.apiserver_key}",
+                f"--client-ca-file={self.pki.ca_cert}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={self.pki.service_account_pub}",
+                f"--service-account-signing-key-file={self.pki.service_account_key}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-cluster-ip-range={self.layout.service_cidr}",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--profiling=false",
+            ],
+        )
+        apiserver.wait_until(
+            lambda: _https_ok(
+                f"{self.admin.server}/readyz", self.admin.ssl_context(), self.admin.token
+            ),
+            _START_TIMEOUT,
+            "ready apiserver (/readyz)",
+        )
+
+    def _controller_kubeconfig(self, user: str) -> Path:
+        return write_kubeconfig(
+            self.workdir / f"{user.split(':')[-1]}.kubeconfig", self._access(user), user
+        )
+
+    def _start_controller_manager(self) -> None:
+        kubeconfig = self._controller_kubeconfig("system:kube-controller-manager")
+        port = free_port(_HOST)
+        manager = self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries.kube_controller_manager),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--bind-address={_HOST}",
+                f"--secure-port={port}",
+                "--port=0",
+                f"--cert-dir={self.workdir / 'controller-manager-certs'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={self.pki.service_account_key}",
+                f"--root-ca-file={self.pki.ca_cert}",
+                f"--cluster-signing-cert-file={self.pki.ca_cert}",
+                f"--cluster-signing-key-file={self.pki.ca_key}",
+                "--controllers=*",
+                "--profiling=false",
+            ],
+        )
+        manager.wait_until(
+            lambda: _https_ok(f"https://{_HOST}:{port}/healthz", False),
+            _START_TIMEOUT,
+            "healthy controller manager",
+        )
+
+    def _start_scheduler(self) -> None:
+        kubeconfig = self._controller_kubeconfig("system:kube-scheduler")
+        port = free_port(_HOST)
+        scheduler = self._spawn(
+            "kube-scheduler",
+            [
+                str(self.binaries.kube_scheduler),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--bind-address={_HOST}",
+                f"--secure-port={port}",
+                "--port=0",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--leader-elect=false",
+                "--profiling=false",
+            ],
+        )
+        scheduler.wait_until(
+            lambda: _https_ok(f"https://{_HOST}:{port}/healthz", False),
+            _START_TIMEOUT,
+            "healthy scheduler",
+        )
+
+    def failures(self) -> list[str]:
+        """Descriptions (with log tails) of processes that have died."""
+        return [p.describe_failure() for p in self.processes if not p.running()]
+
+    def stop(self) -> None:
+        """Stop in reverse order of start, by PID."""
+        for process in reversed(self.processes):
+            process.stop()

@@ -1,0 +1,143 @@
+"""Which local program stands in for each container image.
+
+The node agent runs no images: a small explicit table maps an image's repository
+to a launcher that turns the container's command and args into a local argv.
+Servers are told to bind their pod's loopback IP, since every pod shares the
+machine's network. An image not in the table is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["IMAGE_TABLE", "ImageRule", "UnknownImageError", "local_argv", "repository"]
+
+Container = dict[str, Any]
+Launcher = Callable[[Container, str], list[str]]
+
+
+class UnknownImageError(ValueError):
+    """The image has no local stand-in: the pod's container cannot start."""
+
+
+class ImageRule(BaseModel):
+    """Images whose repository's last path segment is `name` run with `launcher`."""
+
+    name: str
+    launcher: str
+    description: str
+
+
+IMAGE_TABLE: tuple[ImageRule, ...] = (
+    ImageRule(
+        name="vllm-openai",
+        launcher="vllm",
+        description="vLLM's OpenAI server -> `kvbench sim` with the same serve flags",
+    ),
+    ImageRule(
+        name="kvbench",
+        launcher="project",
+        description="the project's image -> the container's command, default `kvbench`",
+    ),
+    ImageRule(
+        name="vllm-router",
+        launcher="router",
+        description="vLLM's router -> `vllm-router` with the container's args",
+    ),
+    ImageRule(
+        name="lmstack-router",
+        launcher="router",
+        description="vLLM production-stack router -> `vllm-router` with the container's args",
+    ),
+)
+
+
+def repository(image: str) -> str:
+    """`registry/owner/name:tag@digest` -> `registry/owner/name`."""
+    image = image.split("@", 1)[0]
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        image = image[: len(image) - len(last)] + last.split(":", 1)[0]
+    return image
+
+
+def executable(name: str) -> str:
+    """`name` from this Python's environment first (the venv), then from PATH."""
+    if name in ("python", "python3"):
+        return sys.executable
+    if os.sep in name:
+        return name
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise UnknownImageError(f"{name!r} is not installed (not in {local.parent} nor on PATH)")
+    return found
+
+
+def _with_host(args: Sequence[str], host: str) -> list[str]:
+    """`args` with any `--host` replaced by the pod's own address."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--host":
+            skip = True
+        elif not arg.startswith("--host="):
+            out.append(arg)
+    return [*out, "--host", host]
+
+
+_VLLM_PREFIXES = (
+    ["vllm", "serve"],
+    ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+    ["python", "-m", "vllm.entrypoints.openai.api_server"],
+)
+
+
+def _vllm(container: Container, pod_ip: str) -> list[str]:
+    args = [*container.get("command", []), *container.get("args", [])]
+    for prefix in _VLLM_PREFIXES:
+        if args[: len(prefix)] == prefix:
+            args = args[len(prefix) :]
+            break
+    if args and not args[0].startswith("-"):
+        args = ["--model", *args]  # `vllm serve MODEL`'s positional model
+    return [executable("kvbench"), "sim", *_with_host(args, pod_ip)]
+
+
+def _project(container: Container, pod_ip: str) -> list[str]:
+    command = container.get("command") or ["kvbench"]
+    return [executable(command[0]), *command[1:], *container.get("args", [])]
+
+
+def _router(container: Container, pod_ip: str) -> list[str]:
+    command = container.get("command") or ["vllm-router"]
+    args = [*command[1:], *container.get("args", [])]
+    return [executable(command[0]), *_with_host(args, pod_ip)]
+
+
+_LAUNCHERS: dict[str, Launcher] = {"vllm": _vllm, "project": _project, "router": _router}
+
+
+def local_argv(container: Container, pod_ip: str) -> list[str]:
+    """The argv that runs `container` (command and args already $(VAR)-expanded)."""
+    image = container.get("image", "")
+    name = repository(image).rsplit("/", 1)[-1]
+    for rule in IMAGE_TABLE:
+        if rule.name == name:
+            return _LAUNCHERS[rule.launcher](container, pod_ip)
+    known = ", ".join(rule.name for rule in IMAGE_TABLE)
+    raise UnknownImageError(
+        f"image {image!r} has no local stand-in in kvbench.testing.images.IMAGE_TABLE "
+        f"(known repositories: {known})"
+    )

@@ -1,0 +1,156 @@
+"""A pod's volumes on local disk, and the private mount namespace that shows them.
+
+configMap, secret, emptyDir and hostPath volumes become directories under the
+pod's own directory; each container then runs under `unshare -m --propagation
+private`, bind-mounting them at their mount paths: the process sees them where
+its manifest says, the rest of the machine does not. Mount points that had to be
+created on the host are removed when the last pod using them stops.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shlex
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kvbench.testing.podenv import ContainerConfigError, Fetch
+
+__all__ = ["Mount", "MountPoints", "materialize_volumes", "mounts_for", "wrap_in_namespace"]
+
+Obj = dict[str, Any]
+
+
+class Mount(BaseModel):
+    source: Path
+    target: Path
+    read_only: bool = False
+
+
+def _write_items(directory: Path, data: dict[str, bytes], spec: Obj) -> None:
+    mode = spec.get("defaultMode", 0o644)
+    items = spec.get("items")
+    chosen = (
+        [(i["key"], i["path"], i.get("mode", mode)) for i in items]
+        if items
+        else [(k, k, mode) for k in data]
+    )
+    for key, rel, item_mode in chosen:
+        if key not in data:
+            if spec.get("optional"):
+                continue
+            raise ContainerConfigError(f"key {key!r} missing from volume source")
+        path = directory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data[key])
+        path.chmod(item_mode)
+
+
+async def materialize_volumes(pod: Obj, root: Path, fetch: Fetch) -> dict[str, Path]:
+    """Create every volume of `pod` under `root`; returns volume name -> host path."""
+    namespace = pod["metadata"]["namespace"]
+    paths: dict[str, Path] = {}
+    for volume in pod["spec"].get("volumes", []):
+        name = volume["name"]
+        directory = root / name
+        if "hostPath" in volume:
+            host = Path(volume["hostPath"]["path"])
+            if volume["hostPath"].get("type") in ("DirectoryOrCreate", None, ""):
+                host.mkdir(parents=True, exist_ok=True)
+            paths[name] = host
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        paths[name] = directory
+        if "emptyDir" in volume:
+            continue
+        if "configMap" in volume or "secret" in volume:
+            kind = "configmaps" if "configMap" in volume else "secrets"
+            spec = volume.get("configMap") or volume["secret"]
+            source = await fetch(kind, namespace, spec.get("name") or spec.get("secretName"))
+            if source is None:
+                if spec.get("optional"):
+                    continue
+                raise ContainerConfigError(f"{kind[:-1]} for volume {name!r} not found")
+            data = {k: v.encode() for k, v in (source.get("data") or {}).items()}
+            if kind == "secrets":
+                data = {k: base64.b64decode(v) for k, v in data.items()}
+            else:
+                binary = source.get("binaryData") or {}
+                data.update({k: base64.b64decode(v) for k, v in binary.items()})
+            _write_items(directory, data, spec)
+            continue
+        raise ContainerConfigError(
+            f"volume {name!r}: only configMap, secret, emptyDir and hostPath are supported"
+        )
+    return paths
+
+
+def mounts_for(container: Obj, volumes: dict[str, Path]) -> list[Mount]:
+    mounts = []
+    for mount in container.get("volumeMounts", []):
+        if mount["name"] not in volumes:
+            raise ContainerConfigError(f"volumeMount {mount['name']!r} names no volume")
+        source = volumes[mount["name"]] / mount.get("subPath", "")
+        mounts.append(
+            Mount(
+                source=source,
+                target=Path(mount["mountPath"]),
+                read_only=bool(mount.get("readOnly", False)),
+            )
+        )
+    return mounts
+
+
+class MountPoints:
+    """Host paths created as mount targets, removed when no pod uses them any more."""
+
+    def __init__(self) -> None:
+        self._users: Counter[Path] = Counter()
+        self._created: dict[Path, list[Path]] = {}
+
+    def acquire(self, mount: Mount) -> None:
+        target = mount.target
+        self._users[target] += 1
+        if target.exists() or target.is_symlink():
+            return
+        created = [parent for parent in reversed(target.parents) if not parent.exists()]
+        for parent in created:
+            parent.mkdir()
+        if mount.source.is_dir():
+            target.mkdir()
+        else:
+            target.touch()
+        created.append(target)
+        self._created[target] = created
+
+    def release(self, mount: Mount) -> None:
+        target = mount.target
+        self._users[target] -= 1
+        if self._users[target] > 0:
+            return
+        del self._users[target]
+        for path in reversed(self._created.pop(target, [])):
+            with contextlib.suppress(OSError):
+                path.rmdir() if path.is_dir() else path.unlink()
+
+
+def wrap_in_namespace(argv: list[str], mounts: list[Mount]) -> list[str]:
+    """`argv` run in a private mount namespace with `mounts` bound; unchanged without mounts."""
+    if not mounts:
+        return argv
+    steps = []
+    for mount in mounts:
+        source, target = shlex.quote(str(mount.source)), shlex.quote(str(mount.target))
+        steps.append(f"mount --bind {source} {target}")
+        if mount.read_only:
+            steps.append(f"mount -o remount,bind,ro {target}")
+    script = " && ".join([*steps, 'exec "$@"'])
+    unshare = ["unshare", "-m", "--propagation", "private"]
+    if os.geteuid() != 0:
+        unshare.insert(1, "--map-root-user")
+    return [*unshare, "--", "/bin/sh", "-c", script, "sh", *argv]
