@@ -126,8 +126,14 @@ class AggregatePoint(ApiModel):
     request_hit_rate: float | None = None
     token_hit_rate: float | None = None
     predicted_hit_rate: float | None = Field(
-        None, description="min(1, prefixes one worker holds / distinct prefixes)"
+        None,
+        description="Capacity model under random balancing: min(1, held / distinct prefixes), "
+        "held = KV cache tokens of a worker / prompt tokens",
     )
+    affinity_bound: float | None = Field(
+        None, description="Ceiling with prefix-affine routing: min(1, workers x held / prefixes)"
+    )
+    kv_cache_tokens: int | None = Field(None, description="Median KV cache size of the workers")
     ttft_p50: float | None = None
     ttft_p99: float | None = None
     requests_per_second: float | None = None
