@@ -1,0 +1,105 @@
+"""Command-line arguments of the simulator: ``vllm serve``'s flags plus a few of its own.
+
+Both ``--model M ...`` and ``serve M ...`` forms work, so the same pod arguments serve
+vLLM and the simulator. vLLM flags the simulator does not model are accepted and
+returned as "ignored" for a warning. Simulator-only flags: ``--profile``,
+``--gpu-memory-bytes``, ``--time-scale``, ``--worker-id``, ``--kv-capacity-jitter``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from pydantic import ValidationError
+
+from kvbench.sim.config import SimConfig
+
+__all__ = ["build_parser", "human_int", "parse_sim_args"]
+
+_HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def human_int(value: str) -> int:
+    """vLLM's human-readable ints: ``4096``, ``32k`` (x1000), ``1G`` (x2**30)."""
+    match = _HUMAN.match(value.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}")
+    number, suffix = match.groups()
+    if not suffix:
+        if "." in number:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}")
+        return int(number)
+    factor = _DECIMAL.get(suffix) or _BINARY[suffix]
+    return int(float(number) * factor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kvbench sim",
+        description="vLLM-compatible simulator (accepts `vllm serve` flags).",
+        allow_abbrev=False,
+    )
+    bool_flag = argparse.BooleanOptionalAction
+    p.add_argument("--host")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default="Qwen/Qwen3-0.6B")
+    p.add_argument("--served-model-name", nargs="+")
+    p.add_argument("--max-model-len", type=human_int)
+    p.add_argument("--kv-cache-memory-bytes", type=human_int)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"],
+    )
+    p.add_argument("--block-size", type=int, default=16, choices=[1, 8, 16, 32, 64, 128])
+    p.add_argument("--max-num-seqs", type=human_int)
+    p.add_argument("--max-num-batched-tokens", type=human_int)
+    p.add_argument("--enable-prefix-caching", action=bool_flag, default=True)
+    p.add_argument("--enable-prompt-tokens-details", action=bool_flag, default=False)
+    p.add_argument("--enforce-eager", action=bool_flag, default=False)
+    p.add_argument("--kv-events-config", help="JSON, as vLLM's --kv-events-config")
+    p.add_argument("--seed", type=int, default=0)
+    sim = p.add_argument_group("simulator only")
+    sim.add_argument("--profile", help="timing profile, e.g. qwen3-1.7b-8gb, roofline:h100-80gb")
+    sim.add_argument("--gpu-memory-bytes", type=human_int)
+    sim.add_argument("--time-scale", type=float, default=1.0, help="wall s per simulated s")
+    sim.add_argument("--worker-id", help="name of this worker in logs and responses")
+    sim.add_argument("--kv-capacity-jitter", type=float, default=0.0, help="fraction, seeded")
+    return p
+
+
+def _group_unknown(extras: list[str]) -> list[str]:
+    """Pair unknown flags with their values for the warning (``--x v`` or ``--x=v``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(extras):
+        item = extras[i]
+        if item.startswith("-") and "=" not in item and i + 1 < len(extras):
+            nxt = extras[i + 1]
+            if not nxt.startswith("-"):
+                out.append(f"{item} {nxt}")
+                i += 2
+                continue
+        out.append(item)
+        i += 1
+    return out
+
+
+def parse_sim_args(argv: list[str]) -> tuple[SimConfig, list[str]]:
+    """``(config, ignored flags)`` from vLLM-style arguments; raises SystemExit on errors."""
+    args = list(argv)
+    if args and args[0] == "serve":
+        args = args[1:]
+        if args and not args[0].startswith("-"):
+            args = ["--model", args[0], *args[1:]]
+    parser = build_parser()
+    namespace, extras = parser.parse_known_args(args)
+    try:
+        config = SimConfig(**vars(namespace))
+    except ValidationError as exc:
+        parser.error(str(exc))
+    return config, _group_unknown(extras)

@@ -1,0 +1,76 @@
+"""Settings of one simulator process, as parsed from vLLM-style flags.
+
+Fields use vLLM's names and defaults; ``None`` means "vLLM decides at start-up"
+(``resolve`` in ``kvbench.sim.factory`` fills those in the way vLLM does).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["KVEventsConfig", "SimConfig"]
+
+
+class KVEventsConfig(BaseModel):
+    """vLLM's ``--kv-events-config`` JSON (``vllm/config/kv_events.py``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    enable_kv_cache_events: bool = False
+    publisher: str | None = None
+    endpoint: str = "tcp://*:5557"
+    replay_endpoint: str | None = None
+    buffer_steps: int = 10_000
+    hwm: int = 100_000
+    max_queue_size: int = 100_000
+    topic: str = ""
+
+    @property
+    def active(self) -> bool:
+        """Whether a ZMQ publisher runs (vLLM: enabled, and publisher zmq or unset)."""
+        return self.enable_kv_cache_events and (self.publisher or "zmq") == "zmq"
+
+
+class SimConfig(BaseModel):
+    """Everything ``kvbench sim`` was told; see docs/simulator.md for each flag."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str | None = None
+    port: int = Field(default=8000, ge=0, le=65535)
+    model: str = "Qwen/Qwen3-0.6B"
+    served_model_name: list[str] | None = None
+    max_model_len: int | None = Field(default=None, gt=0)
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    kv_cache_dtype: str = "auto"
+    block_size: int = Field(default=16, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    enable_prefix_caching: bool = True
+    enable_prompt_tokens_details: bool = False
+    enforce_eager: bool = False
+    kv_events_config: KVEventsConfig | None = None
+    seed: int = 0
+    profile: str | None = None
+    gpu_memory_bytes: int | None = Field(default=None, gt=0)
+    time_scale: float = Field(default=1.0, ge=0)
+    worker_id: str | None = None
+    kv_capacity_jitter: float = Field(default=0.0, ge=0, lt=1)
+
+    @field_validator("kv_events_config", mode="before")
+    @classmethod
+    def _parse_json(cls, value: object) -> object:
+        if isinstance(value, str):
+            return json.loads(value)
+        return value
+
+    @property
+    def served_model_names(self) -> list[str]:
+        return self.served_model_name or [self.model]
+
+    def worker_name(self, port: int) -> str:
+        """``--worker-id`` or ``host:port`` (what responses and logs call this worker)."""
+        return self.worker_id or f"{self.host or '0.0.0.0'}:{port}"

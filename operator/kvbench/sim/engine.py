@@ -1,0 +1,159 @@
+"""The simulated engine core: a deterministic loop over steps on a virtual clock.
+
+``EngineCore.step()`` admits every request whose engine arrival time has come,
+asks the scheduler for a batch, advances the clock by the batch's cost and samples
+tokens at the step's end. Nothing here reads a wall clock, so a run is a pure
+function of the requests and their arrival times: tests and benchmarks drive it
+directly (``kvbench.sim.replay``), the server drives it through
+``kvbench.sim.runner`` which maps the virtual clock onto wall time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvbench.sim.block_pool import KVEvent
+from kvbench.sim.kv_cache import KVCacheManager
+from kvbench.sim.metrics import EngineGauges, EngineStats
+from kvbench.sim.request import FinishReason, RequestStatus, SimRequest
+from kvbench.sim.scheduler import Scheduler
+from kvbench.sim.timing import CostModel
+
+__all__ = ["EngineCore", "StepResult"]
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one step did: its virtual interval and the requests it touched."""
+
+    start: float
+    end: float
+    num_tokens: int
+    num_requests: int
+    produced: list[SimRequest]
+    finished: list[SimRequest]
+
+
+class EngineCore:
+    """Scheduler + KV cache + cost model on one virtual clock."""
+
+    def __init__(
+        self,
+        *,
+        kv: KVCacheManager,
+        scheduler: Scheduler,
+        cost: CostModel,
+        stats: EngineStats,
+        on_kv_events: Callable[[list[KVEvent]], None] | None = None,
+    ) -> None:
+        self.kv = kv
+        self.scheduler = scheduler
+        self.cost = cost
+        self.stats = stats
+        self.on_kv_events = on_kv_events
+        self.clock = 0.0
+        self.num_steps = 0
+        self._arrivals: list[tuple[float, int, SimRequest]] = []
+        self._seq = itertools.count()
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self._arrivals) or self.scheduler.has_work
+
+    @property
+    def busy(self) -> bool:
+        """True while requests are queued or running (not only announced)."""
+        return self.scheduler.has_work
+
+    def next_arrival_time(self) -> float | None:
+        return self._arrivals[0][0] if self._arrivals else None
+
+    def add_request(self, request: SimRequest) -> None:
+        """Announce a request; it reaches the scheduler at its engine arrival time."""
+        heapq.heappush(self._arrivals, (request.engine_arrival_time, next(self._seq), request))
+
+    def abort(self, request: SimRequest) -> None:
+        """Cancel a request wherever it is (a client that went away)."""
+        if request.status is RequestStatus.FINISHED:
+            return
+        if request.status is RequestStatus.WAITING and request not in self.scheduler.waiting:
+            request.status = RequestStatus.FINISHED
+            request.finish_reason = FinishReason.ABORT
+            request.finish_time = max(self.clock, request.engine_arrival_time)
+        else:
+            self.scheduler.abort(request, self.clock)
+        self.stats.on_finished(request)
+        self._flush_events()
+
+    def _admit(self) -> None:
+        arrivals, clock, add = self._arrivals, self.clock, self.scheduler.add_request
+        while arrivals and arrivals[0][0] <= clock:
+            request = heapq.heappop(arrivals)[2]
+            if request.status is not RequestStatus.FINISHED:
+                add(request)
+
+    def step(self) -> StepResult | None:
+        """Run one engine step; None when there is nothing to do at all."""
+        scheduler = self.scheduler
+        while True:
+            if not scheduler.has_work:
+                if not self._arrivals:
+                    return None
+                self.clock = max(self.clock, self._arrivals[0][0])
+            self._admit()
+            if scheduler.has_work:
+                break
+        start = self.clock
+        batch = scheduler.schedule(start)
+        if not batch.requests:
+            return self._unschedulable(start)
+        end = start + self.cost.step_time(
+            batch.num_tokens, batch.context_tokens, batch.attention_pairs
+        )
+        self.clock = end
+        self.num_steps += 1
+        produced, finished = scheduler.update_from_output(batch, end)
+        stats = self.stats
+        if produced:
+            stats.on_step(produced)
+        for request in finished:
+            stats.on_finished(request)
+        self._flush_events()
+        return StepResult(start, end, batch.num_tokens, len(batch.requests), produced, finished)
+
+    def _unschedulable(self, now: float) -> StepResult:
+        """Nothing fits although nothing runs: the head request can never fit; drop it."""
+        scheduler = self.scheduler
+        if scheduler.running or not scheduler.waiting:
+            raise RuntimeError("scheduler made no progress with running requests")
+        request = scheduler.waiting[0]
+        scheduler.abort(request, now)
+        self.stats.on_finished(request)
+        self._flush_events()
+        return StepResult(now, now, 0, 0, [], [request])
+
+    def _flush_events(self) -> None:
+        if self.on_kv_events is not None:
+            events = self.kv.pool.take_events()
+            if events:
+                self.on_kv_events(events)
+
+    def gauges(self) -> EngineGauges:
+        """Current gauge and counter values for ``/metrics``."""
+        kv_stats = self.kv.stats
+        return EngineGauges(
+            running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting),
+            kv_cache_usage=self.kv.usage,
+            num_preemptions=self.scheduler.num_preemptions,
+            prefix_queries=kv_stats.queries,
+            prefix_hits=kv_stats.hits,
+        )
+
+    def reset_prefix_cache(self) -> bool:
+        ok = self.kv.reset_prefix_cache()
+        self._flush_events()
+        return ok

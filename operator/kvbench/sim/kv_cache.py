@@ -1,0 +1,178 @@
+"""Per-request KV block management and prefix-cache lookups (vLLM's KVCacheManager).
+
+Rules kept from ``vllm/v1/core/kv_cache_manager.py`` and ``kv_cache_utils.py``:
+
+- block hashes chain: ``hash((parent_hash, block_token_ids))`` with a seeded root
+  (vLLM's ``NONE_HASH``); only full blocks are hashed and cached;
+- a lookup walks the chain and stops at the first miss; the hit is capped at
+  ``num_tokens - 1`` (the last token is recomputed for its logits), so it is block
+  aligned and at most ``(num_tokens - 1) // block_size`` blocks;
+- ``allocate_slots`` fails (returns False) when the new blocks plus hit blocks that sit
+  in the free queue exceed the free blocks; on success it caches every block that the
+  scheduled tokens fill, at allocation time, so a same-prefix request scheduled later
+  hits even before the first one has finished its prefill;
+- freeing gives blocks back tail first; prefix statistics count tokens, and lookups of
+  previously preempted requests are counted apart (vLLM does not export those).
+
+The hash is Python's tuple hash (64 bits, independent of PYTHONHASHSEED for ints)
+rather than vLLM's sha256: consumers of KV events index the hashes they receive, so
+only equality matters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvbench.sim.block_pool import BlockPool
+from kvbench.sim.request import SimRequest
+
+__all__ = ["KVCacheManager", "PrefixCacheStats"]
+
+_MASK64 = (1 << 64) - 1
+_ROOT_SALT = 0x6B7662656E6368  # ints only: str hashes vary with PYTHONHASHSEED
+
+
+@dataclass
+class PrefixCacheStats:
+    """Cumulative token counts of prefix-cache lookups (vLLM's PrefixCacheStats)."""
+
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
+
+
+class KVCacheManager:
+    """Blocks of each request, cache lookups and hit statistics."""
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        *,
+        block_size: int,
+        max_model_len: int,
+        enable_caching: bool = True,
+        hash_seed: int = 0,
+        record_events: bool = False,
+    ) -> None:
+        self.block_size = block_size
+        self.max_model_len = max_model_len
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(
+            num_gpu_blocks, enable_caching=enable_caching, record_events=record_events
+        )
+        self.none_hash = hash((_ROOT_SALT, hash_seed)) & _MASK64
+        self.stats = PrefixCacheStats()
+
+    @property
+    def usage(self) -> float:
+        return self.pool.usage
+
+    def ensure_block_hashes(self, request: SimRequest, num_blocks: int) -> list[int]:
+        """Extend the request's hash chain to cover its first ``num_blocks`` blocks."""
+        hashes = request.block_hashes
+        done = len(hashes)
+        if done >= num_blocks:
+            return hashes
+        bs = self.block_size
+        parent = hashes[-1] if hashes else self.none_hash
+        prompt = request.prompt_token_ids
+        full_prompt_blocks = request.num_prompt_tokens // bs
+        for i in range(done, num_blocks):
+            if i < full_prompt_blocks:
+                tokens = tuple(prompt[i * bs : (i + 1) * bs])
+            else:
+                tokens = tuple(request.token_ids(i * bs, (i + 1) * bs))
+            parent = hash((parent, tokens)) & _MASK64
+            hashes.append(parent)
+        return hashes
+
+    def get_computed_blocks(self, request: SimRequest) -> tuple[list[int], int]:
+        """Longest cached prefix of the request: (blocks, tokens), recorded in stats."""
+        if not self.enable_caching:
+            return [], 0
+        num_tokens = request.num_tokens
+        max_blocks = (num_tokens - 1) // self.block_size
+        hashes = self.ensure_block_hashes(request, max_blocks)
+        cached = self.pool.cached
+        hit: list[int] = []
+        for i in range(max_blocks):
+            bucket = cached.get(hashes[i])
+            if not bucket:
+                break
+            hit.append(bucket[0])
+        num_hit_tokens = len(hit) * self.block_size
+        stats = self.stats
+        if request.num_preemptions > 0:
+            stats.preempted_requests += 1
+            stats.preempted_queries += num_tokens
+            stats.preempted_hits += num_hit_tokens
+        else:
+            stats.requests += 1
+            stats.queries += num_tokens
+            stats.hits += num_hit_tokens
+        return hit, num_hit_tokens
+
+    def allocate_slots(
+        self,
+        request: SimRequest,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: list[int] | None = None,
+    ) -> bool:
+        """Reserve blocks for ``num_new_tokens`` more tokens; False if they do not fit."""
+        pool = self.pool
+        computed = new_computed_blocks or ()
+        num_computed = request.num_computed_tokens + num_new_computed_tokens
+        num_needed = min(num_computed + num_new_tokens, self.max_model_len)
+        num_required_blocks = -(-num_needed // self.block_size)
+        num_new_blocks = num_required_blocks - len(request.blocks) - len(computed)
+        ref_cnt = pool.ref_cnt
+        num_evictable = sum(1 for b in computed if ref_cnt[b] == 0) if computed else 0
+        if num_new_blocks + num_evictable > len(pool.free_queue):
+            return False
+        if computed:
+            pool.touch(computed)
+            request.blocks.extend(computed)
+            request.num_cached_blocks = len(request.blocks)
+        if num_new_blocks > 0:
+            request.blocks.extend(pool.get_new_blocks(num_new_blocks))
+        if self.enable_caching:
+            self.cache_blocks(request, min(num_computed + num_new_tokens, request.num_tokens))
+        return True
+
+    def cache_blocks(self, request: SimRequest, num_tokens: int) -> None:
+        """Register the request's blocks that ``num_tokens`` tokens fill."""
+        bs = self.block_size
+        num_full = num_tokens // bs
+        start = request.num_cached_blocks
+        if num_full <= start:
+            return
+        hashes = self.ensure_block_hashes(request, num_full)
+        pool = self.pool
+        blocks = request.blocks
+        for i in range(start, num_full):
+            pool.cache_block(blocks[i], hashes[i])
+        request.num_cached_blocks = num_full
+        if pool.events is not None:
+            parent = hashes[start - 1] if start > 0 else None
+            pool.events.append(
+                (
+                    "stored",
+                    hashes[start:num_full],
+                    parent,
+                    request.token_ids(start * bs, num_full * bs),
+                )
+            )
+
+    def free(self, request: SimRequest) -> None:
+        """Release the request's blocks, tail first, and forget its allocation."""
+        if request.blocks:
+            self.pool.free_blocks(reversed(request.blocks))
+        request.blocks = []
+        request.num_cached_blocks = 0
+
+    def reset_prefix_cache(self) -> bool:
+        return self.pool.reset_prefix_cache()

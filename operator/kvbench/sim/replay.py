@@ -1,0 +1,126 @@
+"""Virtual-time clients for the engine core, without HTTP.
+
+Tests, the calibration script and dry-run planning use these to reproduce a
+benchmark exactly: a closed loop of ``concurrency`` clients that each send their next
+request the moment the previous one finishes (plus ``think_time``), or an open loop
+with given arrival times. Everything runs on the engine's virtual clock, so the result
+is the same on any machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kvbench.sim.engine import EngineCore
+from kvbench.sim.request import SimRequest
+
+__all__ = ["RunSummary", "run_closed_loop", "run_open_loop", "summarize"]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a benchmark client would report, in virtual seconds."""
+
+    num_requests: int
+    duration: float
+    output_throughput: float
+    request_throughput: float
+    median_ttft: float
+    p99_ttft: float
+    median_itl: float
+    p99_itl: float
+    max_itl: float
+    num_preemptions: int
+
+
+def _request(index: int, prompt: Sequence[int], max_tokens: int) -> SimRequest:
+    return SimRequest(
+        f"req-{index}",
+        list(prompt),
+        max_tokens,
+        arrival_time=0.0,
+        salt=index,
+    )
+
+
+def _stamp(core: EngineCore, request: SimRequest, arrival: float) -> None:
+    request.arrival_time = arrival
+    request.engine_arrival_time = arrival + core.cost.frontend_latency(request.num_prompt_tokens)
+    core.add_request(request)
+
+
+def run_closed_loop(
+    core: EngineCore,
+    prompts: Iterable[Sequence[int]],
+    *,
+    concurrency: int,
+    max_tokens: int,
+    think_time: float = 0.0,
+) -> list[SimRequest]:
+    """Send every prompt through ``concurrency`` clients; returns finished requests in order."""
+    pending = deque(enumerate(prompts))
+    done: list[SimRequest] = []
+    start = core.clock
+    for _ in range(min(concurrency, len(pending))):
+        index, prompt = pending.popleft()
+        _stamp(core, _request(index, prompt, max_tokens), start)
+    while True:
+        result = core.step()
+        if result is None:
+            break
+        for request in result.finished:
+            done.append(request)
+            if pending:
+                index, prompt = pending.popleft()
+                _stamp(core, _request(index, prompt, max_tokens), result.end + think_time)
+    return done
+
+
+def run_open_loop(
+    core: EngineCore,
+    arrivals: Iterable[tuple[float, Sequence[int]]],
+    *,
+    max_tokens: int,
+) -> list[SimRequest]:
+    """Send each prompt at its arrival time; returns the requests in submission order."""
+    requests = []
+    for index, (arrival, prompt) in enumerate(arrivals):
+        request = _request(index, prompt, max_tokens)
+        _stamp(core, request, arrival)
+        requests.append(request)
+    while core.step() is not None:
+        pass
+    return requests
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def summarize(requests: list[SimRequest]) -> RunSummary:
+    """Throughput and latency figures of finished requests, like a load generator's."""
+    finished = [r for r in requests if r.finish_time is not None and r.token_times]
+    start = min(r.arrival_time for r in finished)
+    end = max(r.finish_time for r in finished)  # type: ignore[type-var]
+    ttfts = [r.token_times[0] - r.arrival_time for r in finished]
+    itls = [b - a for r in finished for a, b in zip(r.token_times, r.token_times[1:], strict=False)]
+    tokens = sum(r.num_output_tokens for r in finished)
+    duration = end - start  # type: ignore[operator]
+    return RunSummary(
+        num_requests=len(finished),
+        duration=duration,
+        output_throughput=tokens / duration,
+        request_throughput=len(finished) / duration,
+        median_ttft=statistics.median(ttfts),
+        p99_ttft=_quantile(ttfts, 0.99),
+        median_itl=statistics.median(itls) if itls else 0.0,
+        p99_itl=_quantile(itls, 0.99),
+        max_itl=max(itls, default=0.0),
+        num_preemptions=sum(r.num_preemptions for r in finished),
+    )

@@ -1,0 +1,102 @@
+"""Drives the engine core from asyncio, mapping its virtual clock onto wall time.
+
+``time_scale`` S is wall seconds per simulated second. With S > 0 virtual time is
+``(loop.time() - start) / S``: a request arriving over HTTP is stamped with that
+value, and a step's tokens are released when the wall clock reaches the step's end.
+When this process falls behind (a busy machine), steps run back to back until the
+engine has caught up; decisions still follow the virtual stamps, so a slow machine
+delays delivery but does not change what the engine decides for the same arrivals.
+With S = 0 nothing waits: a request is stamped with the engine's current clock and
+the engine yields to the event loop between steps so that HTTP I/O interleaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from kvbench.sim.engine import EngineCore
+from kvbench.sim.request import SimRequest
+
+__all__ = ["EngineRunner"]
+
+
+class EngineRunner:
+    """An asyncio task stepping one ``EngineCore``."""
+
+    def __init__(self, core: EngineCore, *, time_scale: float) -> None:
+        if time_scale < 0:
+            raise ValueError("time_scale must be >= 0")
+        self.core = core
+        self.time_scale = time_scale
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._origin = 0.0
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._origin = loop.time() - self.core.clock * self.time_scale
+        self._task = loop.create_task(self._run(), name="kvbench-sim-engine")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def now(self) -> float:
+        """The current virtual time as seen by an arriving request."""
+        if self.time_scale > 0:
+            wall = (asyncio.get_running_loop().time() - self._origin) / self.time_scale
+            return max(wall, 0.0)
+        return self.core.clock
+
+    def submit(self, request: SimRequest) -> None:
+        """Stamp the request's arrival now and hand it to the engine."""
+        request.arrival_time = self.now()
+        request.engine_arrival_time = request.arrival_time + self.core.cost.frontend_latency(
+            request.num_prompt_tokens
+        )
+        self.core.add_request(request)
+        self._wake.set()
+
+    def abort(self, request: SimRequest) -> None:
+        self.core.abort(request)
+
+    def _wall(self, virtual: float) -> float:
+        return self._origin + virtual * self.time_scale
+
+    async def _run(self) -> None:
+        core, loop, scale = self.core, asyncio.get_running_loop(), self.time_scale
+        while True:
+            if not core.has_work:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if scale > 0 and not core.busy:
+                next_arrival = core.next_arrival_time()
+                delay = 0.0 if next_arrival is None else self._wall(next_arrival) - loop.time()
+                if delay > 0:
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), delay)
+                    continue
+            result = core.step()
+            if result is None:
+                continue
+            if scale > 0:
+                delay = self._wall(result.end) - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                else:
+                    await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(0)
+            for request in result.produced:
+                if request.notify is not None:
+                    request.notify(request)
+            if not result.produced:
+                for request in result.finished:
+                    if request.notify is not None:
+                        request.notify(request)

@@ -1,0 +1,213 @@
+"""How long an engine step takes: named timing profiles and a roofline cost model.
+
+A step's GPU time is a roofline: ``max(compute, memory)`` where compute is the dense
+FLOPs of every scheduled token plus attention FLOPs of every (query, context) pair,
+and memory is the weights plus the KV cache the step reads, over effective FLOP/s and
+bandwidth. A fixed per-step overhead (scheduling, sampling) is added. With
+``--enforce-eager`` the host launches every kernel itself: the step takes at least
+the launch time of all layers, plus a small extra, which is why eager mode hurts small
+models (short steps) and barely touches large batches (the articles: Qwen3-0.6B 168 ->
+108 tok/s at concurrency 1, 1,557 -> 1,503 at 32; Qwen3-1.7B 66 -> 64).
+
+Calibrated profiles fit the effective numbers to the articles' measurements (see
+``bench/sim_calibration.py``); ``roofline:<gpu>`` profiles derive them from a GPU's
+datasheet with fixed efficiencies, for GPUs nobody measured. The frontend latency
+(HTTP, tokenization) delays a request's arrival at the engine; it is part of TTFT as
+a client measures it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvbench.sim.geometry import ModelGeometry
+
+__all__ = [
+    "GPUS",
+    "PROFILES",
+    "CostModel",
+    "GpuSpec",
+    "TimingProfile",
+    "default_profile_name",
+    "resolve_profile",
+]
+
+GIB = 1 << 30
+
+
+class GpuSpec(BaseModel):
+    """Datasheet numbers of a GPU (dense bf16 tensor FLOP/s, HBM bandwidth)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    memory_bytes: int
+    bandwidth: float
+    flops: float
+
+
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        GpuSpec(name="h100-80gb", memory_bytes=80 * GIB, bandwidth=3.35e12, flops=989e12),
+        GpuSpec(name="a100-80gb", memory_bytes=80 * GIB, bandwidth=2.04e12, flops=312e12),
+        GpuSpec(name="a100-40gb", memory_bytes=40 * GIB, bandwidth=1.56e12, flops=312e12),
+        GpuSpec(name="l40s", memory_bytes=48 * GIB, bandwidth=0.864e12, flops=362e12),
+        GpuSpec(name="a10g", memory_bytes=24 * GIB, bandwidth=0.6e12, flops=125e12),
+        GpuSpec(name="l4", memory_bytes=24 * GIB, bandwidth=0.3e12, flops=121e12),
+        GpuSpec(name="rtx4090", memory_bytes=24 * GIB, bandwidth=1.008e12, flops=165e12),
+        GpuSpec(name="rtx3090", memory_bytes=24 * GIB, bandwidth=0.936e12, flops=71e12),
+        GpuSpec(name="t4", memory_bytes=16 * GIB, bandwidth=0.32e12, flops=65e12),
+    )
+}
+
+
+class TimingProfile(BaseModel):
+    """Effective hardware numbers of one (GPU, host) pair, plus where they came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    source: str
+    gpu_memory_bytes: int = Field(gt=0)
+    non_kv_overhead_bytes: int = Field(ge=0, description="activations + non-torch memory")
+    bandwidth: float = Field(gt=0, description="effective bytes/s")
+    flops: float = Field(gt=0, description="effective FLOP/s")
+    step_overhead_s: float = Field(ge=0)
+    eager_launch_per_layer_s: float = Field(ge=0)
+    eager_extra_s: float = Field(ge=0)
+    frontend_s: float = Field(ge=0)
+    frontend_per_token_s: float = Field(ge=0)
+    calibrated_for: str | None = None
+
+
+PROFILES: dict[str, TimingProfile] = {
+    p.name: p
+    for p in (
+        TimingProfile(
+            name="qwen3-1.7b-8gb",
+            source="article 000: vLLM, Qwen3-1.7B bf16 on an 8 GB-class GPU",
+            calibrated_for="Qwen3-1.7B",
+            gpu_memory_bytes=8 * GIB,
+            non_kv_overhead_bytes=1_760_000_000,
+            bandwidth=260e9,
+            flops=29.5e12,
+            step_overhead_s=0.0019,
+            eager_launch_per_layer_s=0.000315,
+            eager_extra_s=0.00045,
+            frontend_s=0.0095,
+            frontend_per_token_s=0.0,
+        ),
+        TimingProfile(
+            name="qwen3-0.6b-24gb",
+            source="article 002: vLLM, Qwen3-0.6B on a 24 GB GPU behind a Service",
+            calibrated_for="Qwen3-0.6B",
+            gpu_memory_bytes=24 * GIB,
+            non_kv_overhead_bytes=2 * GIB,
+            bandwidth=600e9,
+            flops=38e12,
+            step_overhead_s=0.0040,
+            eager_launch_per_layer_s=0.000315,
+            eager_extra_s=0.00045,
+            frontend_s=0.020,
+            frontend_per_token_s=2e-6,
+        ),
+    )
+}
+
+_ROOFLINE_BANDWIDTH_EFF = 0.75
+_ROOFLINE_FLOPS_EFF = 0.5
+
+
+def _roofline(gpu: GpuSpec) -> TimingProfile:
+    return TimingProfile(
+        name=f"roofline:{gpu.name}",
+        source=f"roofline from the {gpu.name} datasheet "
+        f"({_ROOFLINE_BANDWIDTH_EFF:.0%} of bandwidth, {_ROOFLINE_FLOPS_EFF:.0%} of FLOP/s)",
+        gpu_memory_bytes=gpu.memory_bytes,
+        non_kv_overhead_bytes=int(1.5 * GIB),
+        bandwidth=gpu.bandwidth * _ROOFLINE_BANDWIDTH_EFF,
+        flops=gpu.flops * _ROOFLINE_FLOPS_EFF,
+        step_overhead_s=0.002,
+        eager_launch_per_layer_s=0.000315,
+        eager_extra_s=0.00045,
+        frontend_s=0.005,
+        frontend_per_token_s=1e-6,
+    )
+
+
+def resolve_profile(name: str) -> TimingProfile:
+    """A calibrated profile by name, or ``roofline:<gpu>`` for a GPU in the table."""
+    if name in PROFILES:
+        return PROFILES[name]
+    if name.startswith("roofline:") and name.split(":", 1)[1] in GPUS:
+        return _roofline(GPUS[name.split(":", 1)[1]])
+    known = sorted(PROFILES) + [f"roofline:{g}" for g in sorted(GPUS)]
+    raise ValueError(f"unknown profile {name!r}; known: {', '.join(known)}")
+
+
+def default_profile_name(geometry: ModelGeometry) -> str:
+    """The calibrated profile of this model if there is one, else an A100 roofline."""
+    for profile in PROFILES.values():
+        if profile.calibrated_for and profile.calibrated_for.lower() == geometry.name.lower():
+            return profile.name
+    return "roofline:a100-80gb"
+
+
+class CostModel:
+    """Step time of a batch for one model on one profile (virtual seconds)."""
+
+    __slots__ = (
+        "attn_flops_per_pair",
+        "bandwidth",
+        "eager_extra",
+        "eager_launch",
+        "enforce_eager",
+        "flops",
+        "flops_per_token",
+        "frontend_per_token_s",
+        "frontend_s",
+        "kv_bytes_per_token",
+        "step_overhead",
+        "weight_bytes",
+    )
+
+    def __init__(
+        self,
+        geometry: ModelGeometry,
+        profile: TimingProfile,
+        *,
+        kv_dtype_bytes: int,
+        enforce_eager: bool = False,
+    ) -> None:
+        self.flops_per_token = geometry.flops_per_token
+        self.attn_flops_per_pair = geometry.attention_flops_per_pair
+        self.weight_bytes = float(geometry.weight_bytes)
+        self.kv_bytes_per_token = float(geometry.kv_bytes_per_token(kv_dtype_bytes))
+        self.flops = profile.flops
+        self.bandwidth = profile.bandwidth
+        self.step_overhead = profile.step_overhead_s
+        self.eager_launch = profile.eager_launch_per_layer_s * geometry.num_layers
+        self.eager_extra = profile.eager_extra_s
+        self.enforce_eager = enforce_eager
+        self.frontend_s = profile.frontend_s
+        self.frontend_per_token_s = profile.frontend_per_token_s
+
+    def step_time(self, num_tokens: int, context_tokens: int, attention_pairs: float) -> float:
+        """Seconds for a step computing ``num_tokens`` tokens.
+
+        ``context_tokens`` is the KV the step reads (every scheduled request's context
+        including its new tokens), ``attention_pairs`` the (query, key) pairs attended.
+        """
+        compute = (
+            num_tokens * self.flops_per_token + attention_pairs * self.attn_flops_per_pair
+        ) / self.flops
+        memory = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.bandwidth
+        gpu = (compute if compute > memory else memory) + self.step_overhead
+        if self.enforce_eager:
+            return (gpu if gpu > self.eager_launch else self.eager_launch) + self.eager_extra
+        return gpu
+
+    def frontend_latency(self, num_prompt_tokens: int) -> float:
+        """Seconds between a request's arrival at the server and at the engine."""
+        return self.frontend_s + self.frontend_per_token_s * num_prompt_tokens

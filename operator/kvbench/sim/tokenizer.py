@@ -1,0 +1,108 @@
+"""A stand-in tokenizer: deterministic, prefix-stable and cheap.
+
+There are no tokenizer files here, so text is cut into pieces of up to four
+non-space characters, each with its leading space (roughly the 4 characters per
+token of real BPE tokenizers on English), and each piece maps to a stable id. Two
+prompts that share a text prefix share the token prefix, which is what prefix
+caching needs. Chat messages are rendered with a ChatML template first. Generated
+token ids map back to short words for the response text.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable
+
+__all__ = ["SimTokenizer"]
+
+_PIECE = re.compile(r"\s?[^\s]{1,4}|\s+")
+_WORDS = (
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "by",
+    "this",
+    "are",
+    "or",
+    "at",
+    "from",
+    "an",
+    "which",
+    "model",
+    "cache",
+    "token",
+    "block",
+    "prefix",
+    "request",
+    "server",
+    "engine",
+    "batch",
+    "queue",
+    "memory",
+    "time",
+    "step",
+    "first",
+    "next",
+    "value",
+    "data",
+    "result",
+    "point",
+    "state",
+    "layer",
+    "head",
+    "chunk",
+    "prompt",
+    "output",
+    "input",
+    "rate",
+)
+_RESERVED = 1000
+
+
+class SimTokenizer:
+    """Text <-> token ids for one vocabulary size."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self._span = vocab_size - _RESERVED
+        self._memo: dict[str, int] = {}
+        self._words = [" " + w for w in _WORDS]
+
+    def encode(self, text: str) -> list[int]:
+        memo, span = self._memo, self._span
+        ids = []
+        for piece in _PIECE.findall(text):
+            tid = memo.get(piece)
+            if tid is None:
+                tid = _RESERVED + zlib.crc32(piece.encode()) % span
+                if len(memo) < 1_000_000:
+                    memo[piece] = tid
+            ids.append(tid)
+        return ids
+
+    def decode_one(self, token_id: int) -> str:
+        """Text of one generated token."""
+        return self._words[token_id % len(self._words)]
+
+    def decode(self, token_ids: Iterable[int]) -> str:
+        words = self._words
+        n = len(words)
+        return "".join(words[t % n] for t in token_ids)
+
+    def render_chat(self, messages: Iterable[tuple[str, str]]) -> str:
+        """ChatML prompt text with the generation prompt appended (Qwen's template)."""
+        parts = [f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in messages]
+        parts.append("<|im_start|>assistant\n")
+        return "".join(parts)
