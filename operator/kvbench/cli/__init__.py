@@ -5,7 +5,6 @@ import click
 from kvbench import __version__
 from kvbench.cli.crd import crd
 from kvbench.cli.plan import plan
-from kvbench.cli.report import compare, report
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
 
@@ -21,6 +20,4 @@ def main() -> None:
 main.add_command(crd)
 main.add_command(plan)
 main.add_command(run)
-main.add_command(report)
-main.add_command(compare)
 main.add_command(sim)
