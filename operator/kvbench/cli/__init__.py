@@ -4,6 +4,7 @@ import click
 
 from kvbench import __version__
 from kvbench.cli.crd import crd
+from kvbench.cli.loadgen import loadgen
 from kvbench.cli.plan import plan
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
@@ -18,6 +19,7 @@ def main() -> None:
 
 
 main.add_command(crd)
+main.add_command(loadgen)
 main.add_command(plan)
 main.add_command(run)
 main.add_command(sim)

@@ -1,0 +1,103 @@
+"""`kvbench loadgen --config RUN.json --out RESULT.json`: the program a run's Job executes.
+
+A progress bar on a terminal; in a Job (no TTY) a few log lines only. Request errors are
+data in the result, not a failure of the command: it exits non-zero only when the config is
+invalid or the run could not be carried out at all.
+"""
+
+import logging
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kvbench.loadgen.config import ConfigError, load_config
+from kvbench.loadgen.runner import run_sync
+
+__all__ = ["loadgen"]
+
+log = logging.getLogger("kvbench.loadgen")
+
+
+def _bar(console: Console) -> tuple[AbstractContextManager[Any], Callable[[str, int, int], None]]:
+    bar = Progress(
+        TextColumn("{task.description:>8}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    tasks: dict[str, Any] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(phase, total=total)
+        bar.update(tasks[phase], completed=done)
+
+    return bar, update
+
+
+def _log_phases() -> Callable[[str, int, int], None]:
+    def update(phase: str, done: int, total: int) -> None:
+        if done == total:
+            log.info("%s: %d requests done", phase, total)
+
+    return update
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The run config (JSON, a RunConfig).",
+)
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Result file."
+)
+@click.option("--quiet", is_flag=True, help="No progress bar and no log lines.")
+def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
+    """Send one run's load and write its result document."""
+    try:
+        config = load_config(config_path)
+    except ConfigError as err:
+        raise click.ClickException(str(err)) from None
+    console = Console(stderr=True)
+    interactive = console.is_terminal and not quiet
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    bar, update = _bar(console) if interactive else (nullcontext(), _log_phases())
+    log.info("run %s: %s, seed %d", config.run_id, config.point.key, config.seed)
+    with bar:
+        result = run_sync(config, update)
+    result.save(out)
+    summary = result.run_summary
+    message = (
+        f"{summary.requests} requests, {summary.errors} errors, "
+        f"hit rate {_pct(summary.request_hit_rate)} (requests) / "
+        f"{_pct(summary.token_hit_rate)} (tokens, counters), TTFT p50 {_ms(summary.ttft_p50)} "
+        f"({summary.latency_clock} clock){', CLIENT-BOUND' if summary.client_bound else ''}"
+    )
+    if result.counters.error:
+        message += f"; counters not read: {result.counters.error}"
+    if interactive:
+        console.print(message)
+    else:
+        log.info("%s -> %s", message, out)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.1f} ms"

@@ -1,0 +1,210 @@
+"""The measured HTTP path: one streamed OpenAI request, timed, with errors kept as data.
+
+Library choice: aiohttp (with uvloop when installed). The measured path must carry at least
+3,000 streamed requests per second on one core with a new TCP connection each, or the client
+and not the server sets the pace. On this kind of machine httpx reached about 1,100 such
+requests per second; aiohttp with `force_close` and uvloop about 5,000 (bench/loadgen_*.py),
+and it is a well-kept library. httpx stays where speed does not matter (scrapes, control).
+
+Hot-path rules: bodies are encoded before the run; a token chunk is recognised without
+parsing its JSON (`"usage":null` plus non-empty text), and only other events are parsed
+(the usage chunk, errors, and servers that do not write `"usage":null`).
+"""
+
+import asyncio
+import json
+import time
+from typing import Any, Literal
+
+import aiohttp
+
+from kvbench.loadgen.workload import Request
+
+__all__ = ["Attempt", "Client", "encode_body"]
+
+_USAGE_NULL = b'"usage":null'
+_TOKEN_MARKS = (b'"text":"', b'"content":"')
+_EMPTY_MARKS = (b'"text":""', b'"content":""')
+_ERROR_BODY_LIMIT = 2000
+
+
+class Attempt:
+    """What one request did, as raw perf_counter timestamps; turned into a record later."""
+
+    __slots__ = (
+        "chunks",
+        "done",
+        "due",
+        "end",
+        "endpoint",
+        "error",
+        "error_kind",
+        "ext",
+        "request",
+        "start",
+        "status",
+        "token_times",
+        "usage",
+    )
+
+    def __init__(self, request: Request, endpoint: str, due: float) -> None:
+        self.request = request
+        self.endpoint = endpoint
+        self.due = due
+        self.start = 0.0
+        self.end = 0.0
+        self.token_times: list[float] = []
+        self.chunks = 0
+        self.done = False
+        self.status: int | None = None
+        self.error_kind: str | None = None
+        self.error: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.ext: dict[str, Any] | None = None
+
+    def fail(self, kind: str, message: str) -> None:
+        """Record the first error only: later ones are consequences."""
+        if self.error_kind is None:
+            self.error_kind, self.error = kind, message[:_ERROR_BODY_LIMIT]
+
+
+def encode_body(request: Request, model: str, api: Literal["completions", "chat"]) -> bytes:
+    """The JSON body of a streamed request with usage; `ignore_eos` keeps output lengths exact
+    (vLLM's own benchmarks send it too)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "ignore_eos": True,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    prompt = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class Client:
+    """An aiohttp session: a new TCP connection per request, or keep-alive if asked."""
+
+    def __init__(
+        self,
+        connection: Literal["new", "keep-alive"],
+        request_timeout: float,
+        connect_timeout: float,
+    ) -> None:
+        self._force_close = connection == "new"
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=connect_timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        if self._force_close:
+            self._headers["Connection"] = "close"
+
+    async def __aenter__(self) -> "Client":
+        connector = aiohttp.TCPConnector(force_close=self._force_close, limit=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, auto_decompress=False
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def send(self, url: str, body: bytes, attempt: Attempt) -> None:
+        """Send and time one request; every failure ends up in `attempt`, never raised."""
+        assert self._session is not None, "use Client as an async context manager"
+        attempt.start = time.perf_counter()
+        try:
+            async with self._session.post(url, data=body, headers=self._headers) as resp:
+                attempt.status = resp.status
+                if resp.status != 200:
+                    text = (await resp.content.read(_ERROR_BODY_LIMIT)).decode(errors="replace")
+                    attempt.fail("http", f"HTTP {resp.status}: {text}")
+                else:
+                    await _read_stream(resp, attempt)
+        except asyncio.CancelledError:
+            attempt.fail("cancelled", "the run was stopped before this request finished")
+            raise
+        except aiohttp.ConnectionTimeoutError as err:
+            attempt.fail("connect-timeout", repr(err))
+        except TimeoutError as err:
+            attempt.fail("timeout", repr(err) if str(err) else "request timed out")
+        except aiohttp.ClientConnectorError as err:
+            attempt.fail("connect", str(err))
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as err:
+            attempt.fail("disconnected", repr(err))
+        except aiohttp.ClientError as err:
+            attempt.fail("client", repr(err))
+        except Exception as err:  # never lose a request: an unexpected failure is data too
+            attempt.fail("client", repr(err))
+        finally:
+            attempt.end = time.perf_counter()
+        if attempt.error_kind is None and not attempt.done:
+            attempt.fail("incomplete", "the stream ended without data: [DONE]")
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, attempt: Attempt) -> None:
+    """Split the SSE stream into events and timestamp every token chunk as it arrives."""
+    buf = b""
+    sep = b"\n\n"
+    async for chunk in resp.content.iter_any():
+        now = time.perf_counter()
+        if not buf and not attempt.chunks and b"\r\n" in chunk:
+            sep = b"\r\n\r\n"
+        buf += chunk
+        pos = 0
+        while (cut := buf.find(sep, pos)) >= 0:
+            event, pos = buf[pos:cut], cut + len(sep)
+            for data in _data_lines(event):
+                attempt.chunks += 1
+                if data == b"[DONE]":
+                    attempt.done = True
+                elif _USAGE_NULL in data:
+                    if _has_token(data):
+                        attempt.token_times.append(now)
+                else:
+                    _parse_event(data, now, attempt)
+        buf = buf[pos:]
+
+
+def _data_lines(event: bytes) -> list[bytes]:
+    if event.startswith(b"data: ") and b"\n" not in event:
+        return [event[6:]]
+    lines = []
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            lines.append(line[5:].lstrip(b" "))
+    return lines
+
+
+def _has_token(data: bytes) -> bool:
+    return any(m in data for m in _TOKEN_MARKS) and not any(m in data for m in _EMPTY_MARKS)
+
+
+def _parse_event(data: bytes, now: float, attempt: Attempt) -> None:
+    """A chunk that is not a plain token chunk: usage, the simulator's extension, an error,
+    or a token chunk from a server that leaves `usage` out."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        attempt.fail("stream", f"not JSON in the stream: {data[:200]!r}")
+        return
+    if not isinstance(obj, dict):
+        attempt.fail("stream", f"unexpected event: {data[:200]!r}")
+        return
+    if "error" in obj:
+        attempt.fail("stream", json.dumps(obj["error"])[:_ERROR_BODY_LIMIT])
+        return
+    for choice in obj.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if choice.get("text") or delta.get("content"):
+            attempt.token_times.append(now)
+            break
+    if obj.get("usage"):
+        attempt.usage = obj["usage"]
+    if isinstance(obj.get("kvbench"), dict):
+        attempt.ext = obj["kvbench"]

@@ -1,0 +1,125 @@
+"""Server-side counters per pod, read right before and right after the measured window.
+
+Direct source: every worker's /metrics, fetched with httpx and parsed with
+prometheus_client's exposition-format parser (no regexes). The Prometheus source lives in
+`kvbench.loadgen.prometheus`; both produce `PodCounters` snapshots that `pod_deltas` turns
+into the API's `PodResult` (the counters' increase over the window).
+"""
+
+import asyncio
+from typing import Protocol
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import Field
+
+from kvbench.api.base import ApiModel
+from kvbench.api.status import PodResult
+from kvbench.api.units import parse_duration
+from kvbench.loadgen.config import DirectMetrics
+
+__all__ = [
+    "COUNTERS",
+    "CounterSource",
+    "DirectCounters",
+    "PodCounters",
+    "parse_metrics",
+    "pod_deltas",
+]
+
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "prefix_cache_queries": (
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+    ),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "prompt_tokens": ("vllm:prompt_tokens_total",),
+    "generation_tokens": ("vllm:generation_tokens_total",),
+    "requests": ("vllm:request_success_total",),
+}
+"""PodResult field -> vLLM sample names (v1 first, then the names of older releases). Samples
+are summed over their labels (engine, model_name, finished_reason)."""
+
+CACHE_INFO = "vllm:cache_config_info"
+
+
+class PodCounters(ApiModel):
+    """One pod's counters at one moment (None: the server does not export it)."""
+
+    pod: str
+    values: dict[str, float | None] = Field(default_factory=dict)
+    kv_cache_tokens: int | None = None
+
+
+class CounterSource(Protocol):
+    """Reads every pod's counters once the data reflects everything up to `edge`."""
+
+    notes: list[str]
+
+    async def snapshot(self, edge: float) -> dict[str, PodCounters]:
+        """`edge` is a Unix time: the snapshot must include all activity before it."""
+        ...
+
+
+def parse_metrics(pod: str, text: str) -> PodCounters:
+    """The counters in one /metrics page."""
+    wanted = {name: field for field, names in COUNTERS.items() for name in names}
+    values: dict[str, float | None] = dict.fromkeys(COUNTERS)
+    kv_tokens = None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            field = wanted.get(sample.name)
+            if field is not None:
+                values[field] = (values[field] or 0.0) + sample.value
+            elif sample.name == CACHE_INFO:
+                kv_tokens = kv_cache_tokens(sample.labels) or kv_tokens
+    return PodCounters(pod=pod, values=values, kv_cache_tokens=kv_tokens)
+
+
+def kv_cache_tokens(labels: dict[str, str]) -> int | None:
+    """KV capacity in tokens from cache_config_info's labels (num_gpu_blocks x block_size)."""
+    try:
+        return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    except (KeyError, ValueError):
+        return None
+
+
+class DirectCounters:
+    """Scrapes each pod's /metrics URL; a direct read is current, so `edge` needs no wait."""
+
+    def __init__(self, config: DirectMetrics) -> None:
+        self._pods = dict(config.pods)
+        self._timeout = parse_duration(config.timeout)
+        self.notes: list[str] = []
+
+    async def snapshot(self, edge: float) -> dict[str, PodCounters]:
+        async with httpx.AsyncClient(timeout=self._timeout) as http:
+            pages = await asyncio.gather(*(http.get(url) for url in self._pods.values()))
+        out = {}
+        for pod, page in zip(self._pods, pages, strict=True):
+            page.raise_for_status()
+            out[pod] = parse_metrics(pod, page.text)
+        return out
+
+
+def pod_deltas(
+    before: dict[str, PodCounters], after: dict[str, PodCounters]
+) -> tuple[list[PodResult], list[str]]:
+    """Per-pod increase over the window, and notes on anything that makes it doubtful."""
+    pods, notes = [], []
+    for name in sorted(set(before) | set(after)):
+        if name not in before or name not in after:
+            notes.append(f"pod {name} was read only {'after' if name in after else 'before'}")
+            continue
+        deltas = {}
+        for field in COUNTERS:
+            b, a = before[name].values.get(field), after[name].values.get(field)
+            if a is None or b is None:
+                notes.append(f"pod {name} does not export {field}")
+                continue
+            if a < b:
+                notes.append(f"pod {name}: {field} went down ({b} -> {a}): the server restarted")
+            deltas[field] = a - b
+        pods.append(PodResult(pod=name, kv_cache_tokens=after[name].kv_cache_tokens, **deltas))
+    return pods, notes

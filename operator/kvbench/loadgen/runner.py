@@ -1,0 +1,197 @@
+"""One run: warm-up, counters, the measured window, counters again, the result document.
+
+The counters are read right before the first measured request and right after the last one
+finished, so the deltas cover the measured requests and nothing else; warm-up requests run
+first, to completion, and appear in the document only as records marked `warmup`.
+"""
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
+from kvbench.loadgen.client import Attempt, Client, encode_body
+from kvbench.loadgen.config import (
+    DirectMetrics,
+    MetricsConfig,
+    PrefixAffinityTarget,
+    RunConfig,
+    UrlTarget,
+)
+from kvbench.loadgen.counters import CounterSource, DirectCounters, PodCounters, pod_deltas
+from kvbench.loadgen.loop_monitor import LoopMonitor
+from kvbench.loadgen.prometheus import PrometheusCounters
+from kvbench.loadgen.records import RequestRecord, to_record
+from kvbench.loadgen.results import Conditions, CounterReport, LoadgenResult, Window, versions
+from kvbench.loadgen.routing import make_router
+from kvbench.loadgen.summary import percentile, summarize, to_run_summary
+from kvbench.loadgen.workload import Request, Sequence, build_sequence
+
+__all__ = ["Progress", "event_loop_name", "make_counter_source", "run_load", "run_sync"]
+
+Progress = Callable[[str, int, int], None]
+"""Called as (phase, done, total) after every finished request."""
+
+
+def run_sync(config: RunConfig, progress: Progress | None = None) -> LoadgenResult:
+    """Run on uvloop when it is installed (the measured path's speed depends on it)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(run_load(config, progress))
+    return uvloop.run(run_load(config, progress))
+
+
+def make_counter_source(metrics: MetricsConfig | None) -> CounterSource | None:
+    if metrics is None:
+        return None
+    if isinstance(metrics, DirectMetrics):
+        return DirectCounters(metrics)
+    return PrometheusCounters(metrics)
+
+
+def event_loop_name() -> str:
+    loop = type(asyncio.get_running_loop())
+    if loop.__module__.startswith("uvloop"):
+        import uvloop
+
+        return f"uvloop {uvloop.__version__}"
+    return "asyncio"
+
+
+class _Phase:
+    """Sends one phase's requests and keeps every attempt, in sequence order."""
+
+    def __init__(self, config: RunConfig, client: Client, progress: Progress | None) -> None:
+        self._router = make_router(config.target, config.path)
+        self._client, self._config, self._progress = client, config, progress
+
+    async def run(self, name: str, requests: list[Request], schedule: Schedule) -> list[Attempt]:
+        bodies = [encode_body(r, self._config.model, self._config.api) for r in requests]
+        attempts: list[Attempt | None] = [None] * len(requests)
+        done = 0
+
+        async def send(request: Request, due: float) -> None:
+            nonlocal done
+            route = self._router.route(request)
+            attempt = Attempt(request, route.endpoint, due)
+            attempts[request.index] = attempt
+            await self._client.send(route.url, bodies[request.index], attempt)
+            done += 1
+            if self._progress is not None:
+                self._progress(name, done, len(requests))
+
+        await drive(requests, schedule, send)
+        return [a for a in attempts if a is not None]
+
+
+async def run_load(config: RunConfig, progress: Progress | None = None) -> LoadgenResult:
+    """Carry out the run and return its result; request failures are records, not raised.
+
+    A failed counter read is reported in the document (`counters.error`), not raised, so the
+    requests already measured are kept.
+    """
+    sequence = build_sequence(
+        config.workload, config.point, config.seed, config.warmup, config.tokens
+    )
+    schedule = measured_schedule(sequence.measured, config.point, config.seed, config.time_scale)
+    counters = make_counter_source(config.metrics)
+    report = CounterReport(source=config.metrics.kind if config.metrics else None)
+    origin, started = time.perf_counter(), datetime.now(UTC)
+    async with Client(
+        config.connection, config.request_timeout_seconds, config.connect_timeout_seconds
+    ) as client:
+        phase = _Phase(config, client, progress)
+        warm = await phase.run(
+            "warmup", sequence.warmup, warmup_schedule(config.point, schedule.kind == "scheduled")
+        )
+        before = await _read(counters, report)
+        monitor = LoopMonitor()
+        monitor.start()
+        window_start = time.perf_counter()
+        measured = await phase.run("measured", sequence.measured, schedule)
+        window_end = time.perf_counter()
+        lateness = _lateness_p99(measured) if schedule.offsets is not None else None
+        health = await monitor.stop(config.lag_threshold, lateness)
+        after = await _read(counters, report) if before is not None else None
+    if before is not None and after is not None:
+        report.pods, notes = pod_deltas(before, after)
+        report.notes.extend(notes)
+    if counters is not None:
+        report.notes.extend(counters.notes)
+    records = [to_record(a, origin) for a in (*warm, *measured)]
+    time_scale = _time_scale(records, config)
+    summary = summarize(records, report.pods, window_end - window_start, time_scale)
+    return LoadgenResult(
+        conditions=_conditions(config, sequence, schedule, time_scale, event_loop_name()),
+        window=Window(
+            started_at=started + timedelta(seconds=window_start - origin),
+            finished_at=started + timedelta(seconds=window_end - origin),
+            wall_seconds=round(window_end - window_start, 6),
+            start=round(window_start - origin, 6),
+            end=round(window_end - origin, 6),
+        ),
+        summary=summary,
+        run_summary=to_run_summary(summary, health),
+        client=health,
+        counters=report,
+        requests=records,
+        config=config,
+    )
+
+
+async def _read(
+    source: CounterSource | None, report: CounterReport
+) -> dict[str, PodCounters] | None:
+    if source is None or report.error is not None:
+        return None
+    try:
+        return await source.snapshot(time.time())
+    except Exception as err:  # the measured requests stay valid without counters
+        report.error = f"{type(err).__name__}: {err}"
+        return None
+
+
+def _lateness_p99(attempts: list[Attempt]) -> float:
+    late = sorted(max(0.0, a.start - a.due) for a in attempts)
+    return round(percentile(late, 99), 6) if late else 0.0
+
+
+def _time_scale(records: list[RequestRecord], config: RunConfig) -> float | None:
+    """The simulator's own report of its time scale wins over the configured one."""
+    for record in records:
+        if record.sim is not None and record.sim.time_scale is not None:
+            return record.sim.time_scale
+    return config.time_scale if any(r.sim for r in records) else None
+
+
+def _conditions(
+    config: RunConfig,
+    sequence: Sequence,
+    schedule: Schedule,
+    time_scale: float | None,
+    loop: str,
+) -> Conditions:
+    target = config.target
+    return Conditions(
+        run_id=config.run_id,
+        model=config.model,
+        api=config.api,
+        workload=config.workload.kind,
+        prompt_format=config.workload.prompt_format,
+        point=config.point,
+        concurrency=config.point.concurrency,
+        request_rate=config.point.request_rate,
+        seed=config.seed,
+        digest=sequence.digest,
+        warmup_requests=len(sequence.warmup),
+        measured_requests=len(sequence.measured),
+        schedule=schedule.kind,
+        target=target.url if isinstance(target, UrlTarget) else "prefix-affinity",
+        endpoints=sorted(target.pods) if isinstance(target, PrefixAffinityTarget) else [],
+        connection=config.connection,
+        metrics_source=config.metrics.kind if config.metrics else None,
+        time_scale=time_scale,
+        versions=versions(loop),
+    )

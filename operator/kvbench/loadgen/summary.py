@@ -1,0 +1,229 @@
+"""The figures of one run, as pure functions of its records and per-pod counter deltas.
+
+Only measured requests count; warm-ups never do. Latencies are given on the wall clock and,
+when the server is the simulator (its `kvbench` extension on every response), on the
+simulated clock too, which is then the one reported (`latency_clock`): at a 20x speed-up the
+wall-clock figures are mostly the client's and the loopback's own overhead.
+"""
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from kvbench.api.base import ApiModel
+from kvbench.api.status import PodResult, RunSummary
+from kvbench.loadgen.loop_monitor import ClientHealth
+from kvbench.loadgen.records import RequestRecord
+
+__all__ = [
+    "ClockFigures",
+    "HitRates",
+    "Stats",
+    "Summary",
+    "hit_rates",
+    "percentile",
+    "stats",
+    "summarize",
+    "to_run_summary",
+]
+
+
+class Stats(ApiModel):
+    """Distribution of one latency, in seconds."""
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+class ClockFigures(ApiModel):
+    """Latencies and throughput on one clock (wall or simulated)."""
+
+    window_seconds: float | None = None
+    requests_per_second: float | None = None
+    output_tokens_per_second: float | None = None
+    ttft: Stats = Field(default_factory=Stats)
+    ttft_hit: Stats = Field(default_factory=Stats)
+    ttft_miss: Stats = Field(default_factory=Stats)
+    itl: Stats = Field(default_factory=Stats)
+    tpot: Stats = Field(default_factory=Stats)
+    e2e: Stats = Field(default_factory=Stats)
+
+
+class HitRates(ApiModel):
+    """The article's two measures side by side; a disagreement is a finding, not noise."""
+
+    request_hit_rate: float | None = Field(None, description="Share with cached_tokens > 0")
+    token_hit_rate_responses: float | None = Field(
+        None, description="Sum of cached_tokens / sum of prompt_tokens, from the responses"
+    )
+    token_hit_rate_counters: float | None = Field(
+        None, description="Sum of prefix_cache_hits / sum of prefix_cache_queries deltas"
+    )
+    agree: bool | None = Field(None, description="The two token hit rates agree to 3 decimals")
+    reported: int = Field(0, description="Successful requests whose response gave cached_tokens")
+
+
+class Summary(ApiModel):
+    """Everything the run measured, derived from its records and counters."""
+
+    requests: int = 0
+    succeeded: int = 0
+    errors: int = 0
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    hit_rates: HitRates = Field(default_factory=HitRates)
+    latency_clock: Literal["wall", "simulated"] = "wall"
+    wall: ClockFigures = Field(default_factory=ClockFigures)
+    simulated: ClockFigures | None = None
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (NumPy's default) on sorted values."""
+    if not ordered:
+        raise ValueError("percentile of no values")
+    pos = (len(ordered) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def stats(values: Iterable[float]) -> Stats:
+    ordered = sorted(values)
+    if not ordered:
+        return Stats()
+    return Stats(
+        count=len(ordered),
+        mean=sum(ordered) / len(ordered),
+        **{f"p{q}": percentile(ordered, q) for q in (50, 90, 95, 99)},
+        max=ordered[-1],
+    )
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def hit_rates(ok: list[RequestRecord], pods: list[PodResult] | None) -> HitRates:
+    reported = [r for r in ok if r.cached_tokens is not None]
+    rates = HitRates(reported=len(reported))
+    if reported:
+        rates.request_hit_rate = sum(1 for r in reported if r.hit) / len(reported)
+        rates.token_hit_rate_responses = _ratio(
+            sum(r.cached_tokens or 0 for r in reported),
+            sum(r.prompt_tokens or 0 for r in reported),
+        )
+    if pods:
+        rates.token_hit_rate_counters = _ratio(
+            sum(p.prefix_cache_hits for p in pods), sum(p.prefix_cache_queries for p in pods)
+        )
+    a, b = rates.token_hit_rate_responses, rates.token_hit_rate_counters
+    if a is not None and b is not None:
+        rates.agree = round(a, 3) == round(b, 3)
+    return rates
+
+
+def _figures(ok: list[RequestRecord], window: float | None, simulated: bool) -> ClockFigures:
+    def timing(r: RequestRecord) -> tuple[float | None, float | None, list[float]]:
+        if simulated:
+            return (r.sim.ttft, r.sim.e2e, r.sim.itl) if r.sim else (None, None, [])
+        return r.ttft, r.e2e, r.itl
+
+    ttft, ttft_hit, ttft_miss, itl, tpot, e2e = [], [], [], [], [], []
+    for r in ok:
+        first, total, gaps = timing(r)
+        itl.extend(gaps)
+        if total is not None:
+            e2e.append(total)
+        if first is None:
+            continue
+        ttft.append(first)
+        if r.hit is not None:
+            (ttft_hit if r.hit else ttft_miss).append(first)
+        if total is not None and (r.output_tokens or 0) > 1:
+            tpot.append((total - first) / ((r.output_tokens or 0) - 1))
+    tokens = sum(r.output_tokens or 0 for r in ok)
+    return ClockFigures(
+        window_seconds=window,
+        requests_per_second=_ratio(len(ok), window or 0),
+        output_tokens_per_second=_ratio(tokens, window or 0),
+        ttft=stats(ttft),
+        ttft_hit=stats(ttft_hit),
+        ttft_miss=stats(ttft_miss),
+        itl=stats(itl),
+        tpot=stats(tpot),
+        e2e=stats(e2e),
+    )
+
+
+def _simulated_window(ok: list[RequestRecord], wall: float, time_scale: float | None) -> float:
+    """Wall window / time scale; with time scale 0 (never wait) the longest span any one
+    worker's clock covered, since workers' clocks have different origins."""
+    if time_scale:
+        return wall / time_scale
+    spans: dict[str | None, tuple[float, float]] = {}
+    for r in ok:
+        if r.sim is None or r.sim.arrival is None or r.sim.e2e is None:
+            continue
+        lo, hi = spans.get(r.sim.worker, (r.sim.arrival, r.sim.arrival))
+        spans[r.sim.worker] = (min(lo, r.sim.arrival), max(hi, r.sim.arrival + r.sim.e2e))
+    return max((hi - lo for lo, hi in spans.values()), default=0.0)
+
+
+def summarize(
+    records: list[RequestRecord],
+    pods: list[PodResult] | None,
+    window_seconds: float,
+    time_scale: float | None = None,
+) -> Summary:
+    """The run's summary. `pods` None: no counters were read. `time_scale`: wall seconds per
+    simulated second, when the server is the simulator."""
+    measured = [r for r in records if r.phase == "measured"]
+    ok = [r for r in measured if r.ok]
+    failed = Counter(r.error_kind or "" for r in measured if not r.ok)
+    summary = Summary(
+        requests=len(measured),
+        succeeded=len(ok),
+        errors=len(measured) - len(ok),
+        errors_by_kind=dict(sorted(failed.items())),
+        prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
+        output_tokens=sum(r.output_tokens or 0 for r in ok),
+        hit_rates=hit_rates(ok, pods),
+        wall=_figures(ok, window_seconds, simulated=False),
+    )
+    if ok and all(r.sim is not None for r in ok):
+        summary.latency_clock = "simulated"
+        window = _simulated_window(ok, window_seconds, time_scale)
+        summary.simulated = _figures(ok, window, simulated=True)
+    return summary
+
+
+def to_run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
+    """The figures the experiment's status keeps, on the clock the summary reports."""
+    clock = summary.simulated if summary.latency_clock == "simulated" else summary.wall
+    assert clock is not None
+    return RunSummary(
+        requests=summary.requests,
+        errors=summary.errors,
+        request_hit_rate=summary.hit_rates.request_hit_rate,
+        token_hit_rate=summary.hit_rates.token_hit_rate_counters,
+        requests_per_second=clock.requests_per_second,
+        output_tokens_per_second=clock.output_tokens_per_second,
+        ttft_p50=clock.ttft.p50,
+        ttft_p90=clock.ttft.p90,
+        ttft_p99=clock.ttft.p99,
+        ttft_hit_p50=clock.ttft_hit.p50,
+        ttft_miss_p50=clock.ttft_miss.p50,
+        itl_p50=clock.itl.p50,
+        itl_p99=clock.itl.p99,
+        itl_max=clock.itl.max,
+        client_bound=client.client_bound,
+        latency_clock=summary.latency_clock,
+    )

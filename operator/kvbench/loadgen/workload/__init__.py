@@ -1,0 +1,31 @@
+"""Seeded workloads: (workload, point, seed, warm-up, token space) -> the request sequence."""
+
+from kvbench.api.load import Warmup
+from kvbench.api.status import Point
+from kvbench.api.workload import Workload
+from kvbench.loadgen.config import TokenSpace
+from kvbench.loadgen.workload.interference import interference_sequence
+from kvbench.loadgen.workload.random import random_sequence
+from kvbench.loadgen.workload.request import Phase, Request, Sequence
+from kvbench.loadgen.workload.shared_prefix import shared_prefix_sequence
+
+__all__ = ["Phase", "Request", "Sequence", "build_sequence"]
+
+
+def build_sequence(
+    workload: Workload, point: Point, seed: int, warmup: Warmup, space: TokenSpace
+) -> Sequence:
+    """The run's requests; nothing but these arguments decides them (not the routing arm)."""
+    text = workload.prompt_format == "text"
+    if workload.shared_prefix is not None:
+        if point.prefixes is None:
+            raise ValueError("a sharedPrefix workload needs point.prefixes")
+        return shared_prefix_sequence(
+            workload.shared_prefix, point.prefixes, seed, warmup, space, text
+        )
+    if workload.random is not None:
+        return random_sequence(
+            workload.random, point.concurrency, seed, warmup.requests, space, text
+        )
+    assert workload.interference is not None
+    return interference_sequence(workload.interference, seed, warmup.requests, space, text)

@@ -1,0 +1,56 @@
+"""A planned request and a run's request sequence, with the digest every result records."""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Literal
+
+__all__ = ["Phase", "Request", "Sequence"]
+
+Phase = Literal["warmup", "measured"]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request to send. `prompt` is token ids or text, as the workload's format says."""
+
+    phase: Phase
+    index: int
+    prompt: tuple[int, ...] | str
+    prompt_tokens: int = field(metadata={"doc": "Intended prompt length in tokens"})
+    max_tokens: int
+    group: int | None = None
+    role: Literal["request", "stream", "inject"] = "request"
+    offset: float | None = None
+
+    @property
+    def routing_key(self) -> str:
+        """What prefix-affinity hashes: the prefix group, else the request itself."""
+        if self.group is not None:
+            return f"group-{self.group}"
+        return f"{self.phase}-{self.index}"
+
+    def canonical(self) -> bytes:
+        """The bytes the digest covers: everything that decides what the server sees."""
+        prompt = self.prompt if isinstance(self.prompt, str) else list(self.prompt)
+        row = [self.phase, self.index, self.group, self.role, self.offset, self.max_tokens, prompt]
+        return json.dumps(row, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """Warm-up requests (never measured) then measured requests, in sending order."""
+
+    warmup: list[Request]
+    measured: list[Request]
+
+    @cached_property
+    def digest(self) -> str:
+        """sha256 over every request in order: equal digests mean identical traffic."""
+        h = hashlib.sha256()
+        for request in (*self.warmup, *self.measured):
+            body = request.canonical()
+            h.update(len(body).to_bytes(8, "big"))
+            h.update(body)
+        return "sha256:" + h.hexdigest()
