@@ -11,6 +11,7 @@ All durations are virtual seconds.
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -200,6 +201,7 @@ class _SimCollector(Collector):
         self.gauges = gauges
         self.labels = labels
         self.cache_info = cache_info
+        self.created = time.time()
 
     def collect(self) -> Iterator[Metric]:
         labels, stats, g = self.labels, self.stats, self.gauges()
@@ -222,7 +224,7 @@ class _SimCollector(Collector):
             ("vllm:generation_tokens", stats.generation_tokens),
         ):
             counter = CounterMetricFamily(name, _COUNTER_DOCS[name], labels=ENGINE_LABELS)
-            counter.add_metric(labels, value)
+            counter.add_metric(labels, value, created=self.created)
             yield counter
         success = CounterMetricFamily(
             "vllm:request_success",
@@ -230,7 +232,7 @@ class _SimCollector(Collector):
             labels=[*ENGINE_LABELS, "finished_reason"],
         )
         for reason, value in stats.request_success.items():
-            success.add_metric([*labels, reason], value)
+            success.add_metric([*labels, reason], value, created=self.created)
         yield success
         for name, hist in stats.histograms.items():
             family = HistogramMetricFamily(name, _HIST_DOCS[name], labels=ENGINE_LABELS)
