@@ -1,0 +1,197 @@
+"""A whole test cluster: control plane, node agent and service proxy, started together.
+
+    with TestCluster() as cluster:
+        core = kubernetes.client.CoreV1Api(cluster.api_client())
+        ...
+
+Everything runs on loopback addresses of the slot the cluster claimed, in a
+temporary directory, and stops (by PID) when the cluster stops, also when
+starting it failed; the error then carries the logs of whatever failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import kubernetes
+
+from kvbench.testing.build import Binaries, ensure_binaries
+from kvbench.testing.config import DEFAULT_NODES, AgentConfig, NodeSpec, PlacedNode
+from kvbench.testing.controlplane import ApiAccess, ControlPlane
+from kvbench.testing.layout import ClusterLayout, SlotLock, claim_slot
+from kvbench.testing.pki import make_pki
+from kvbench.testing.procs import ManagedProcess, tail
+
+__all__ = ["TestCluster"]
+
+_READY_TIMEOUT = 60.0
+
+
+class TestCluster:
+    """Start with `start()` (or `with`), stop with `stop()`; see `kubeconfig` and `access`."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    def __init__(self, nodes: Sequence[NodeSpec] = DEFAULT_NODES, keep_workdir: bool = False):
+        self.node_specs = list(nodes)
+        self.keep_workdir = keep_workdir
+        self.workdir = Path(tempfile.mkdtemp(prefix="kvbench-testcluster-"))
+        self.binaries: Binaries | None = None
+        self.control_plane: ControlPlane | None = None
+        self.agents: list[ManagedProcess] = []
+        self.nodes: list[PlacedNode] = []
+        self._slot: SlotLock | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def access(self) -> ApiAccess:
+        if self.control_plane is None:
+            raise RuntimeError("cluster not started")
+        return self.control_plane.admin
+
+    @property
+    def pods_dir(self) -> Path:
+        """Where the node agent keeps each pod's logs, volumes and working directory."""
+        return self.workdir / "agent" / "pods"
+
+    def start(self) -> TestCluster:
+        try:
+            self._start()
+        except BaseException as err:
+            report = self.diagnostics()
+            self.stop()
+            raise RuntimeError(f"test cluster failed to start: {err}\n{report}") from err
+        return self
+
+    def _start(self) -> None:
+        self._slot = claim_slot()
+        layout = ClusterLayout(slot=self._slot.slot)
+        self.binaries = ensure_binaries()
+        self.nodes = [
+            PlacedNode(**spec.model_dump(), ip=layout.node_ip(i), pod_cidr=layout.pod_cidr(i))
+            for i, spec in enumerate(self.node_specs)
+        ]
+        pki = make_pki(
+            self.workdir / "pki",
+            ["127.0.0.1", layout.kubernetes_service_ip],
+            [node.ip for node in self.nodes],
+        )
+        self.control_plane = ControlPlane(self.binaries, self.workdir, layout, pki)
+        self.control_plane.start()
+        config = AgentConfig(
+            access=self.access,
+            nodes=self.nodes,
+            kubelet_cert=pki.kubelet_cert,
+            kubelet_key=pki.kubelet_key,
+            state_dir=self.workdir / "agent",
+            apiserver_host="127.0.0.1",
+            apiserver_port=self.control_plane.api_port,
+        )
+        config_path = self.workdir / "agent.json"
+        config_path.write_text(config.model_dump_json(indent=2))
+        config_path.chmod(0o600)
+        for module in ("nodeagent", "serviceproxy"):
+            process = ManagedProcess(
+                module,
+                [sys.executable, "-m", f"kvbench.testing.{module}", str(config_path)],
+                self.workdir / "logs" / f"{module}.log",
+            )
+            self.agents.append(process)
+            process.start()
+        self.agents[0].wait_until(self._nodes_ready, _READY_TIMEOUT, "Ready nodes")
+        self.ensure_namespace("default")
+
+    def _get(self, path: str) -> httpx.Response:
+        access = self.access
+        return httpx.get(
+            access.server + path, verify=access.ssl_context(), headers=access.headers(), timeout=5
+        )
+
+    def _nodes_ready(self) -> bool:
+        ready = {
+            node["metadata"]["name"]
+            for node in self._get("/api/v1/nodes").json()["items"]
+            for condition in node["status"].get("conditions", [])
+            if condition["type"] == "Ready" and condition["status"] == "True"
+        }
+        return all(node.name in ready for node in self.nodes)
+
+    def ensure_namespace(self, name: str, timeout: float = 30.0) -> None:
+        """Create `name` if needed and wait for its default service account's token,
+        without which the apiserver refuses pods."""
+        access = self.access
+        with httpx.Client(
+            base_url=access.server, verify=access.ssl_context(), headers=access.headers()
+        ) as client:
+            created = client.post("/api/v1/namespaces", json={"metadata": {"name": name}})
+            if created.status_code not in (201, 409):
+                raise RuntimeError(f"creating namespace {name}: {created.text}")
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                account = client.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+                if account.status_code == 200 and account.json().get("secrets"):
+                    return
+                time.sleep(0.2)
+        raise TimeoutError(f"namespace {name}: no default service account token in {timeout}s")
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """A `kubernetes` client configured with the admin kubeconfig."""
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(
+            config_file=str(self.kubeconfig), client_configuration=configuration
+        )
+        return kubernetes.client.ApiClient(configuration)
+
+    def kubectl(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run the cluster's own kubectl (1.20.2) against it."""
+        assert self.binaries is not None
+        return subprocess.run(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def processes(self) -> list[ManagedProcess]:
+        planes = self.control_plane.processes if self.control_plane else []
+        return [*planes, *self.agents]
+
+    def diagnostics(self, lines: int = 40) -> str:
+        """The tail of every harness process's log, the dead ones flagged."""
+        parts = []
+        for process in self.processes():
+            if process.running():
+                parts.append(f"--- {process.name} (running) ---\n{tail(process.log_path, lines)}")
+            else:
+                parts.append(process.describe_failure())
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Stop the node agent first (it stops the pods), then the rest, all by PID."""
+        for process in self.agents:
+            process.stop(timeout=15.0)
+        if self.control_plane is not None:
+            self.control_plane.stop()
+        if self._slot is not None:
+            self._slot.release()
+            self._slot = None
+        if not self.keep_workdir:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(self.workdir)
+
+    def __enter__(self) -> TestCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,58 @@
+"""Fixtures of the harness tests: one test cluster per session, a namespace per test.
+
+A failing test's report carries the tail of every harness process's log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+
+from kvbench.testing.cluster import TestCluster
+from kvbench.testing.wait import wait_for
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[TestCluster]:
+    test_cluster = TestCluster().start()
+    try:
+        yield test_cluster
+    finally:
+        test_cluster.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    test_cluster = getattr(item, "funcargs", {}).get("cluster")
+    if report.failed and isinstance(test_cluster, TestCluster):
+        report.sections.append(("test cluster logs", test_cluster.diagnostics()))
+
+
+@pytest.fixture
+def core(cluster: TestCluster) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(cluster.api_client())
+
+
+@pytest.fixture
+def apps(cluster: TestCluster) -> kubernetes.client.AppsV1Api:
+    return kubernetes.client.AppsV1Api(cluster.api_client())
+
+
+@pytest.fixture
+def batch(cluster: TestCluster) -> kubernetes.client.BatchV1Api:
+    return kubernetes.client.BatchV1Api(cluster.api_client())
+
+
+@pytest.fixture
+def namespace(cluster: TestCluster, core: kubernetes.client.CoreV1Api) -> Iterator[str]:
+    """A fresh namespace; deleted afterwards, waiting until its pods are gone (GPUs free)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.ensure_namespace(name)
+    yield name
+    core.delete_namespace(name)
+    wait_for(lambda: not core.list_namespaced_pod(name).items, 90, f"pods of {name} to be gone")
