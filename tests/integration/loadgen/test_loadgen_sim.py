@@ -1,0 +1,101 @@
+"""The load generator against `kvbench sim` processes on loopback: the two hit-rate measures
+agree, the counter deltas are the responses' own numbers, prefix-affinity keeps a prefix on
+one pod, and latencies come from the simulated clock."""
+
+from typing import Any
+
+from loadgen_helpers import small_config
+
+from kvbench.loadgen.runner import run_sync
+
+SCALE = "0.01"
+
+
+def _article_workload(prefixes: int, requests: int) -> dict[str, Any]:
+    return {
+        "sharedPrefix": {
+            "prefixes": [prefixes],
+            "requestsPerPrefix": 1,
+            "minRequests": requests,
+        }
+    }
+
+
+def test_counter_deltas_match_the_responses(start_sim) -> None:
+    sim = start_sim("sim-0", "--time-scale", SCALE)
+    config = small_config(
+        sim.url,
+        workload=_article_workload(2, 24),
+        point={"concurrency": 4, "prefixes": 2},
+        timeScale=float(SCALE),
+        metrics={"kind": "direct", "pods": {"sim-0": sim.metrics_url}},
+    )
+    result = run_sync(config)
+    s, (pod,) = result.summary, result.counters.pods or []
+    measured = [r for r in result.requests if r.phase == "measured"]
+    assert s.errors == 0 and s.requests == 24
+    assert pod.preemptions == 0  # else queries count a request twice, responses once
+    assert pod.prefix_cache_hits == sum(r.cached_tokens or 0 for r in measured)
+    assert pod.prefix_cache_queries == sum(r.prompt_tokens or 0 for r in measured)
+    assert pod.requests == 24
+    assert pod.generation_tokens == sum(r.output_tokens or 0 for r in measured) == 24 * 64
+    assert pod.kv_cache_tokens == 9360
+    assert s.hit_rates.agree is True
+    assert s.hit_rates.token_hit_rate_counters == s.hit_rates.token_hit_rate_responses
+    # two warmed prefixes on one worker that holds ~3.95 requests: every request hits
+    assert s.hit_rates.request_hit_rate == 1.0
+    assert all(r.cached_tokens == 2032 for r in measured)
+
+
+def test_latencies_come_from_the_simulated_clock(start_sim) -> None:
+    sim = start_sim("sim-0", "--time-scale", SCALE)
+    result = run_sync(
+        small_config(
+            sim.url,
+            workload=_article_workload(2, 8),
+            point={"concurrency": 2, "prefixes": 2},
+            timeScale=float(SCALE),
+        )
+    )
+    assert result.summary.latency_clock == "simulated"
+    assert result.run_summary.latency_clock == "simulated"
+    assert result.conditions.time_scale == float(SCALE)
+    sim_clock = result.summary.simulated
+    assert sim_clock is not None and sim_clock.ttft.count == 8
+    assert result.run_summary.ttft_p50 == sim_clock.ttft.p50
+    records = [r for r in result.requests if r.phase == "measured"]
+    assert all(r.sim and r.sim.worker == "sim-0" and len(r.sim.itl) == 63 for r in records)
+    # simulated seconds are 1/time-scale wall seconds: the window scales accordingly
+    assert sim_clock.window_seconds == result.summary.wall.window_seconds / float(SCALE)
+
+
+def test_prefix_affinity_keeps_each_prefix_on_one_pod(start_sim) -> None:
+    sims = [start_sim(f"sim-{i}", "--time-scale", "0") for i in range(3)]
+    pods = {s.name: s.url for s in sims}
+    config = small_config(
+        sims[0].url,
+        target={"kind": "prefix-affinity", "pods": pods},
+        workload=_article_workload(6, 36),
+        point={"concurrency": 4, "prefixes": 6},
+        metrics={"kind": "direct", "pods": {s.name: s.metrics_url for s in sims}},
+    )
+    result = run_sync(config)
+    s = result.summary
+    assert s.errors == 0
+    for record in result.requests:
+        assert record.sim is not None and record.sim.worker == record.endpoint
+    groups: dict[int, set[str]] = {}
+    for record in result.requests:
+        groups.setdefault(record.group or 0, set()).add(record.endpoint)
+    assert all(len(pods) == 1 for pods in groups.values())
+    # each prefix was warmed on the pod that serves it; at most 3 prefixes share a pod
+    # of ~3.95 requests, so every measured request hits
+    if max(sum(1 for g in groups.values() if p in g) for p in pods) <= 3:
+        assert s.hit_rates.request_hit_rate == 1.0
+    assert s.hit_rates.agree is True
+    counted = {p.pod: p.requests for p in result.counters.pods or []}
+    sent: dict[str, int] = {}
+    for record in result.requests:
+        if record.phase == "measured":
+            sent[record.endpoint] = sent.get(record.endpoint, 0) + 1
+    assert {pod: counted.get(pod, 0) for pod in sent} == sent
