@@ -1,0 +1,100 @@
+"""The summary's pure functions: percentiles, hit rates side by side, clocks, warm-ups out."""
+
+import numpy as np
+import pytest
+
+from kvbench.api.status import PodResult
+from kvbench.loadgen.client import Attempt
+from kvbench.loadgen.loop_monitor import ClientHealth
+from kvbench.loadgen.records import RequestRecord, SimTiming, sim_timing, to_record
+from kvbench.loadgen.summary import percentile, stats, summarize, to_run_summary
+from kvbench.loadgen.workload import Request
+
+
+def _rec(index: int, *, phase: str = "measured", ttft: float = 0.1, cached: int | None = 0,
+         error: str | None = None, sim: SimTiming | None = None, prompt: int = 100,
+         output: int = 4) -> RequestRecord:  # fmt: skip
+    return RequestRecord(
+        phase=phase, index=index, endpoint="e", due=0, start=0, end=1, ttft=ttft,
+        e2e=None if error else ttft + 0.03 * (output - 1), itl=[0.03] * (output - 1),
+        prompt_tokens=prompt, output_tokens=output, cached_tokens=cached,
+        error_kind=error, sim=sim,
+    )  # fmt: skip
+
+
+def test_percentile_matches_numpy() -> None:
+    values = sorted(np.random.default_rng(0).exponential(size=101).tolist())
+    for q in (0, 50, 90, 95, 99, 100):
+        assert percentile(values, q) == pytest.approx(np.percentile(values, q))
+    assert stats([]).count == 0 and stats([]).p50 is None
+    assert stats([2.0]).p99 == 2.0
+
+
+def test_warmups_are_left_out_and_errors_counted() -> None:
+    records = [
+        _rec(0, phase="warmup", ttft=9.0, cached=50),
+        _rec(0, ttft=0.1, cached=80),
+        _rec(1, ttft=0.3, cached=0),
+        _rec(2, error="timeout", cached=None),
+        _rec(3, error="http", cached=None),
+    ]
+    s = summarize(records, None, window_seconds=2.0)
+    assert (s.requests, s.succeeded, s.errors) == (4, 2, 2)
+    assert s.errors_by_kind == {"http": 1, "timeout": 1}
+    assert s.wall.ttft.max == 0.3 and s.wall.ttft.count == 2
+    assert s.wall.ttft_hit.p50 == 0.1 and s.wall.ttft_miss.p50 == 0.3
+    assert s.wall.requests_per_second == 1.0 and s.wall.output_tokens_per_second == 4.0
+    assert s.hit_rates.request_hit_rate == 0.5
+    assert s.hit_rates.token_hit_rate_responses == pytest.approx(80 / 200)
+    assert s.hit_rates.token_hit_rate_counters is None and s.hit_rates.agree is None
+    assert s.wall.itl.count == 6 and s.wall.tpot.p50 == pytest.approx(0.03)
+    assert s.latency_clock == "wall" and s.simulated is None
+
+
+def test_the_two_hit_rates_side_by_side() -> None:
+    records = [_rec(0, cached=2032, prompt=2371), _rec(1, cached=0, prompt=2371)]
+    agree = [PodResult(pod="a", prefix_cache_queries=4742, prefix_cache_hits=2032)]
+    s = summarize(records, agree, 1.0)
+    assert s.hit_rates.token_hit_rate_counters == s.hit_rates.token_hit_rate_responses
+    assert s.hit_rates.agree is True
+    # a preempted request queries the cache twice: the counters disagree, a finding
+    preempted = [PodResult(pod="a", prefix_cache_queries=7113, prefix_cache_hits=2032)]
+    assert summarize(records, preempted, 1.0).hit_rates.agree is False
+
+
+def test_simulated_clock_when_every_response_has_it() -> None:
+    sims = [SimTiming(worker="w", arrival=10.0 + i, ttft=0.04 + i / 100, e2e=1.0,
+                      itl=[0.01, 0.02]) for i in range(3)]  # fmt: skip
+    records = [_rec(i, sim=sims[i], output=3) for i in range(3)]
+    s = summarize(records, None, window_seconds=0.1, time_scale=0.05)
+    assert s.latency_clock == "simulated" and s.simulated is not None
+    assert s.simulated.window_seconds == pytest.approx(2.0)
+    assert s.simulated.ttft.p50 == pytest.approx(0.05) and s.simulated.itl.max == 0.02
+    # time scale 0 (never wait): the longest span one worker's clock covered
+    assert summarize(records, None, 0.1, time_scale=0).simulated.window_seconds == 3.0
+    health = ClientHealth(client_bound=True)
+    run = to_run_summary(s, health)
+    assert run.latency_clock == "simulated" and run.ttft_p50 == s.simulated.ttft.p50
+    assert run.client_bound is True and run.requests == 3
+    mixed = [*records, _rec(9)]
+    assert summarize(mixed, None, 0.1, 0.05).latency_clock == "wall"
+
+
+def test_sim_timing_with_and_without_the_first_token() -> None:
+    ext = {"worker": "w", "arrival_time": 1.0, "first_scheduled_time": 1.5,
+           "first_token_time": 2.0, "token_times": [2.0, 2.5, 3.5], "finish_time": 3.5,
+           "num_preemptions": 1, "cached_tokens": 32, "time_scale": 0.05}  # fmt: skip
+    t = sim_timing(ext)
+    assert (t.ttft, t.e2e, t.queue, t.itl) == (1.0, 2.5, 0.5, [0.5, 1.0])
+    assert (t.preemptions, t.cached_tokens, t.time_scale, t.worker) == (1, 32, 0.05, "w")
+    assert sim_timing({**ext, "token_times": [2.5, 3.5]}).itl == [0.5, 1.0]
+
+
+def test_to_record_counts_chunks_when_usage_is_missing() -> None:
+    attempt = Attempt(Request("measured", 0, (1,), 1, 3), "e", due=10.0)
+    attempt.start, attempt.end = 10.5, 11.0
+    attempt.token_times = [10.6, 10.7, 10.9]
+    record = to_record(attempt, origin=10.0)
+    assert record.output_tokens == 3 and record.cached_tokens is None
+    assert record.ttft == pytest.approx(0.1) and record.itl == pytest.approx([0.1, 0.2])
+    assert (record.due, record.start) == (0.0, 0.5)
