@@ -25,6 +25,22 @@ def _drain(sub: zmq.Socket, until, timeout: float = 5.0) -> list:
     pytest.fail(f"events not seen in time: {events!r}")
 
 
+def _wait_for_subscription(sim, sub: zmq.Socket) -> None:
+    """PUB drops messages until the SUB has joined: probe until one arrives, then drain."""
+    deadline = time.monotonic() + 10
+    probe = 0
+    while time.monotonic() < deadline:
+        probe += 1
+        start = 140_000 + 20 * probe
+        body = {"prompt": list(range(start, start + 20)), "max_tokens": 1}
+        assert sim.post("/v1/completions", body).status_code == 200
+        if sub.poll(200):
+            while sub.poll(200):
+                sub.recv_multipart()
+            return
+    pytest.fail("KV event subscription never received anything")
+
+
 @pytest.fixture
 def sim_with_events():
     config = '{"enable_kv_cache_events": true, "endpoint": "tcp://127.0.0.1:*", "topic": "kv"}'
@@ -32,7 +48,7 @@ def sim_with_events():
         sub = zmq.Context.instance().socket(zmq.SUB)
         sub.setsockopt(zmq.SUBSCRIBE, b"kv")
         sub.connect(sim.kv_endpoint)
-        time.sleep(0.3)  # PUB/SUB join
+        _wait_for_subscription(sim, sub)
         yield sim, sub
         sub.close(linger=0)
 

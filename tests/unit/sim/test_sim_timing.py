@@ -1,0 +1,47 @@
+"""Timing profiles and the roofline cost model."""
+
+import pytest
+
+from kvbench.sim.geometry import resolve_geometry
+from kvbench.sim.timing import GPUS, CostModel, default_profile_name, resolve_profile
+
+
+def _cost(profile="roofline:h100-80gb", model="Qwen/Qwen3-8B", eager=False):
+    return CostModel(
+        resolve_geometry(model), resolve_profile(profile), kv_dtype_bytes=2, enforce_eager=eager
+    )
+
+
+def test_every_gpu_has_a_roofline_profile_and_unknown_names_fail():
+    for gpu in GPUS:
+        assert resolve_profile(f"roofline:{gpu}").gpu_memory_bytes == GPUS[gpu].memory_bytes
+    with pytest.raises(ValueError, match="unknown profile"):
+        resolve_profile("roofline:abacus")
+
+
+def test_default_profile_follows_the_model():
+    assert default_profile_name(resolve_geometry("Qwen/Qwen3-1.7B")) == "qwen3-1.7b-8gb"
+    assert default_profile_name(resolve_geometry("Qwen/Qwen3-0.6B")) == "qwen3-0.6b-24gb"
+    assert default_profile_name(resolve_geometry("Qwen/Qwen3-8B")) == "roofline:a100-80gb"
+
+
+def test_decode_is_memory_bound_and_prefill_compute_bound():
+    cost = _cost()
+    weights_only = cost.weight_bytes / cost.bandwidth + cost.step_overhead
+    assert cost.step_time(1, 1, 1) == pytest.approx(weights_only, rel=0.01)
+    # 4,096 prompt tokens cost far more than one decode; more context costs more.
+    assert cost.step_time(4096, 4096, 4096 * 2048) > 5 * cost.step_time(1, 1, 1)
+    assert cost.step_time(64, 64 * 4000, 64 * 4000) > cost.step_time(64, 64 * 100, 64 * 100)
+
+
+def test_faster_gpu_is_faster():
+    t4, h100 = _cost("roofline:t4"), _cost("roofline:h100-80gb")
+    assert h100.step_time(2048, 2048, 2048 * 1024) < t4.step_time(2048, 2048, 2048 * 1024) / 5
+
+
+def test_eager_mode_bounds_short_steps_by_kernel_launches():
+    graphs, eager = _cost(model="Qwen/Qwen3-0.6B"), _cost(model="Qwen/Qwen3-0.6B", eager=True)
+    assert eager.step_time(1, 1, 1) >= eager.eager_launch
+    assert eager.step_time(1, 1, 1) > 1.3 * graphs.step_time(1, 1, 1)
+    big = (8192, 8192, 8192 * 4096)
+    assert eager.step_time(*big) == pytest.approx(graphs.step_time(*big), rel=0.05)
