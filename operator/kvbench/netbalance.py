@@ -38,7 +38,7 @@ class TcpBalancer:
 
     `backends` is called for every new connection, so the set can change at any
     time. With no backend, or when the chosen one refuses, the client's
-    connection is closed, as with a Service that has no ready endpoint.
+    connection is reset, as with a Service that has no ready endpoint.
     """
 
     def __init__(
@@ -97,8 +97,8 @@ class TcpBalancer:
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         choices = list(self.backends())
         if not choices:
-            log.debug("%s:%s: no backend, closing", self.host, self.requested_port)
-            client_w.close()
+            log.debug("%s:%s: no backend, resetting", self.host, self.requested_port)
+            client_w.transport.abort()
             return
         backend = self.rng.choice(choices)
         try:

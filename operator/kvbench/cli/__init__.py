@@ -8,6 +8,7 @@ from kvbench.cli.loadgen import loadgen
 from kvbench.cli.plan import plan
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
+from kvbench.cli.testcluster import testcluster
 
 __all__ = ["main"]
 
@@ -23,3 +24,4 @@ main.add_command(loadgen)
 main.add_command(plan)
 main.add_command(run)
 main.add_command(sim)
+main.add_command(testcluster)

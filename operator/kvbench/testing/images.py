@@ -112,7 +112,8 @@ def _vllm(container: Container, pod_ip: str) -> list[str]:
             break
     if args and not args[0].startswith("-"):
         args = ["--model", *args]  # `vllm serve MODEL`'s positional model
-    return [executable("kvbench"), "sim", *_with_host(args, pod_ip)]
+    # `python -m kvbench.sim` is `kvbench sim` without importing the rest of the CLI.
+    return [sys.executable, "-m", "kvbench.sim", *_with_host(args, pod_ip)]
 
 
 def _project(container: Container, pod_ip: str) -> list[str]:
