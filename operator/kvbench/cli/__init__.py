@@ -6,6 +6,7 @@ from kvbench import __version__
 from kvbench.cli.crd import crd
 from kvbench.cli.loadgen import loadgen
 from kvbench.cli.plan import plan
+from kvbench.cli.report import compare, report
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
 from kvbench.cli.testcluster import testcluster
@@ -22,6 +23,8 @@ def main() -> None:
 main.add_command(crd)
 main.add_command(loadgen)
 main.add_command(plan)
+main.add_command(report)
+main.add_command(compare)
 main.add_command(run)
 main.add_command(sim)
 main.add_command(testcluster)

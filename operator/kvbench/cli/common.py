@@ -3,10 +3,11 @@
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from kvbench.api import BenchmarkExperiment, SpecError, load_experiment
 
-__all__ = ["experiment_argument", "read_experiment"]
+__all__ = ["experiment_argument", "make_console", "read_experiment"]
 
 experiment_argument = click.argument(
     "file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -19,3 +20,12 @@ def read_experiment(path: Path) -> BenchmarkExperiment:
         return load_experiment(path)
     except SpecError as err:
         raise click.ClickException(str(err)) from None
+
+
+def make_console() -> Console:
+    """A recording console (reports are saved as text too), wide when not on a terminal so
+    that tables in logs and files are not folded."""
+    console = Console(record=True)
+    if not console.is_terminal:
+        console = Console(record=True, width=160)
+    return console

@@ -1,0 +1,89 @@
+"""Two experiments, or two arms of one, side by side on the points they share."""
+
+from pathlib import Path
+
+from pydantic import BaseModel
+from rich.table import Table
+
+from kvbench.api import AggregatePoint
+from kvbench.runner.aggregate import aggregate
+from kvbench.runner.store import ResultsStore
+
+__all__ = ["Side", "compare_table", "parse_side"]
+
+
+class Side(BaseModel):
+    """One side of a comparison: a results directory, optionally one arm of it."""
+
+    label: str
+    points: list[AggregatePoint]
+
+
+def parse_side(text: str) -> Side:
+    """`DIR` (every arm) or `DIR@ARM` (one arm) into its aggregate points."""
+    directory, _, arm = text.partition("@")
+    store = ResultsStore(Path(directory))
+    if not store.spec_file.exists():
+        raise ValueError(f"{directory}: not a kvbench results directory (no experiment.yaml)")
+    points = aggregate(store.experiment().spec, store.records())
+    if arm:
+        points = [p for p in points if p.arm == arm]
+        if not points:
+            raise ValueError(f"{directory}: no finished runs of arm {arm!r}")
+    return Side(label=text, points=points)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{1000 * v:,.0f}"
+
+
+def _key(p: AggregatePoint, with_arm: bool) -> tuple[str, ...]:
+    return (p.arm, p.variant, p.point.key) if with_arm else (p.variant, p.point.key)
+
+
+def compare_table(a: Side, b: Side) -> Table:
+    """Hit rate, TTFT and throughput of A and B per shared point, with B's change over A."""
+    with_arm = {p.arm for p in a.points} == {p.arm for p in b.points} and len(
+        {p.arm for p in a.points}
+    ) > 1
+    b_by_key = {_key(p, with_arm): p for p in b.points}
+    table = Table(title=f"A = {a.label}   B = {b.label}")
+    for column in (
+        "point",
+        "hit A",
+        "hit B",
+        "B - A",
+        "TTFT p50 A",
+        "TTFT p50 B",
+        "TTFT p99 A",
+        "TTFT p99 B",
+        "req/s A",
+        "req/s B",
+    ):
+        table.add_column(column, justify="left" if column == "point" else "right")
+    for pa in a.points:
+        pb = b_by_key.get(_key(pa, with_arm))
+        if pb is None:
+            continue
+        delta = (
+            f"{100 * (pb.request_hit_rate - pa.request_hit_rate):+.1f} pt"
+            if pa.request_hit_rate is not None and pb.request_hit_rate is not None
+            else "-"
+        )
+        table.add_row(
+            " / ".join(_key(pa, with_arm)),
+            _pct(pa.request_hit_rate),
+            _pct(pb.request_hit_rate),
+            delta,
+            _ms(pa.ttft_p50),
+            _ms(pb.ttft_p50),
+            _ms(pa.ttft_p99),
+            _ms(pb.ttft_p99),
+            f"{pa.requests_per_second or 0:.1f}",
+            f"{pb.requests_per_second or 0:.1f}",
+        )
+    return table

@@ -1,0 +1,172 @@
+"""Tables in the shape of the source reports, as pure functions of recorded runs."""
+
+from collections import defaultdict
+from statistics import median
+
+from rich.table import Table
+
+from kvbench.api import AggregatePoint, ExperimentSpec, RunRecord
+
+__all__ = [
+    "hit_miss_table",
+    "hit_rate_table",
+    "latency_clock",
+    "per_pod_table",
+    "throughput_table",
+    "ttft_table",
+]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{1000 * value:,.0f}"
+
+
+def latency_clock(records: list[RunRecord]) -> str:
+    """`simulated` when any run's latencies come from a time-scaled simulator, else `wall`."""
+    clocks = {r.summary.latency_clock for r in records}
+    return "simulated" if "simulated" in clocks else "wall"
+
+
+def _arms(points: list[AggregatePoint]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((p.arm, p.variant) for p in points))
+
+
+def _row_key(point: AggregatePoint) -> str:
+    if point.point.prefixes is not None:
+        return f"{point.point.prefixes}"
+    if point.point.request_rate is not None:
+        return f"{point.point.request_rate:g} req/s"
+    return "-"
+
+
+def _grid(points: list[AggregatePoint], arm: tuple[str, str]):
+    """{row: {concurrency: point}} for one arm x variant."""
+    grid: dict[str, dict[int, AggregatePoint]] = defaultdict(dict)
+    for p in points:
+        if (p.arm, p.variant) == arm:
+            grid[_row_key(p)][p.point.concurrency] = p
+    return grid
+
+
+def _concurrencies(points: list[AggregatePoint]) -> list[int]:
+    return sorted({p.point.concurrency for p in points})
+
+
+def hit_rate_table(spec: ExperimentSpec, points: list[AggregatePoint]) -> Table:
+    """Hit rate per prefix count and concurrency (requests that hit | hit tokens / queried
+    tokens from the servers' counters), with the capacity model beside it."""
+    concurrencies = _concurrencies(points)
+    table = Table(
+        title=f"Hit rate, requests | tokens, median of trials ({spec.total_workers} workers)"
+    )
+    table.add_column("arm / variant")
+    table.add_column("prefixes", justify="right")
+    for c in concurrencies:
+        table.add_column(f"conc {c}", justify="right")
+    table.add_column("model min(1,held/P)", justify="right")
+    table.add_column("affinity bound", justify="right")
+    for arm in _arms(points):
+        for row, by_conc in _grid(points, arm).items():
+            cells = [
+                f"{_pct(by_conc[c].request_hit_rate)} | {_pct(by_conc[c].token_hit_rate)}"
+                if c in by_conc
+                else "-"
+                for c in concurrencies
+            ]
+            first = next(iter(by_conc.values()))
+            table.add_row(
+                f"{arm[0]} / {arm[1]}",
+                row,
+                *cells,
+                _pct(first.predicted_hit_rate),
+                _pct(first.affinity_bound),
+            )
+    return table
+
+
+def ttft_table(points: list[AggregatePoint], clock: str) -> Table:
+    """TTFT p50/p99 per point."""
+    table = Table(title=f"TTFT p50 / p99 ({clock} ms)")
+    table.add_column("arm / variant")
+    table.add_column("point", justify="right")
+    for c in _concurrencies(points):
+        table.add_column(f"conc {c}", justify="right")
+    for arm in _arms(points):
+        for row, by_conc in _grid(points, arm).items():
+            cells = [
+                f"{_ms(by_conc[c].ttft_p50)} / {_ms(by_conc[c].ttft_p99)}" if c in by_conc else "-"
+                for c in _concurrencies(points)
+            ]
+            table.add_row(f"{arm[0]} / {arm[1]}", row, *cells)
+    return table
+
+
+def throughput_table(points: list[AggregatePoint], clock: str) -> Table:
+    """Requests and output tokens per second per point."""
+    table = Table(title=f"Throughput, req/s | output tok/s ({clock} time)")
+    table.add_column("arm / variant")
+    table.add_column("point", justify="right")
+    for c in _concurrencies(points):
+        table.add_column(f"conc {c}", justify="right")
+    for arm in _arms(points):
+        for row, by_conc in _grid(points, arm).items():
+            cells = []
+            for c in _concurrencies(points):
+                p = by_conc.get(c)
+                if p is None or p.requests_per_second is None:
+                    cells.append("-")
+                else:
+                    cells.append(
+                        f"{p.requests_per_second:.1f} | {p.output_tokens_per_second or 0:,.0f}"
+                    )
+            table.add_row(f"{arm[0]} / {arm[1]}", row, *cells)
+    return table
+
+
+def hit_miss_table(records: list[RunRecord], clock: str) -> Table:
+    """Median TTFT of hits and of misses per point (medians of the runs' medians)."""
+    table = Table(title=f"TTFT of hits vs misses, p50 ({clock} ms)")
+    for column in ("arm / variant", "point", "hit", "miss", "miss / hit"):
+        table.add_column(column, justify="left" if column == "arm / variant" else "right")
+    groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+    for r in records:
+        if r.error is None:
+            groups[(r.arm, r.variant, r.point.key)].append(r)
+    for (arm, variant, key), runs in groups.items():
+        hits = [r.summary.ttft_hit_p50 for r in runs if r.summary.ttft_hit_p50 is not None]
+        misses = [r.summary.ttft_miss_p50 for r in runs if r.summary.ttft_miss_p50 is not None]
+        hit = median(hits) if hits else None
+        miss = median(misses) if misses else None
+        ratio = f"{miss / hit:.1f}x" if hit and miss else "-"
+        table.add_row(f"{arm} / {variant}", key, _ms(hit), _ms(miss), ratio)
+    return table
+
+
+def per_pod_table(records: list[RunRecord]) -> Table:
+    """Token hit rate of every pod (median over trials) per point: where the hits land."""
+    keys = list(dict.fromkeys(r.point.key for r in records))
+    table = Table(title="Per-pod token hit rate (prefix-cache hits / queries, median of trials)")
+    table.add_column("arm / variant")
+    table.add_column("pod")
+    for key in keys:
+        table.add_column(key, justify="right")
+    rates: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for r in records:
+        for pod in r.pods:
+            if pod.prefix_cache_queries > 0:
+                rates[(r.arm, r.variant, pod.pod)][r.point.key].append(
+                    pod.prefix_cache_hits / pod.prefix_cache_queries
+                )
+    for (arm, variant, pod), by_key in rates.items():
+        table.add_row(
+            f"{arm} / {variant}",
+            pod,
+            *(_pct(median(by_key[k])) if by_key.get(k) else "-" for k in keys),
+        )
+    return table

@@ -1,0 +1,137 @@
+"""What stands between the load generator and the local workers, per routing arm.
+
+service          a per-connection random balancer, as kube-proxy does for a ClusterIP
+router           the real vllm-router (from PyPI) started in front of the workers
+prefix-affinity  nothing: the load generator hashes each prefix group to one worker
+"""
+
+import asyncio
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from kvbench.api.routing import RouterArm, RoutingArm
+from kvbench.netbalance import TcpBalancer
+from kvbench.runner.cluster.base import Target, WorkerInfo
+from kvbench.runner.cluster.local.addresses import LoopbackBlock, free_port
+from kvbench.testing.procs import ManagedProcess
+
+__all__ = ["OpenArm", "open_local_arm", "router_command"]
+
+
+class OpenArm:
+    """An arm in front of the workers; `close` stops whatever it started."""
+
+    def __init__(
+        self,
+        target: Target,
+        balancer: TcpBalancer | None = None,
+        process: ManagedProcess | None = None,
+    ) -> None:
+        self.target = target
+        self.balancer = balancer
+        self.process = process
+
+    async def close(self) -> None:
+        if self.balancer is not None:
+            await self.balancer.close()
+        if self.process is not None:
+            await asyncio.to_thread(self.process.stop)
+
+
+def _router_binary() -> str:
+    """vllm-router's launcher, next to this Python first (a venv need not be on PATH)."""
+    beside = Path(sys.executable).with_name("vllm-router")
+    found = str(beside) if beside.exists() else shutil.which("vllm-router")
+    if found is None:
+        raise RuntimeError("vllm-router is not installed: pip install vllm-router")
+    return found
+
+
+def router_command(
+    arm: RouterArm, workers: list[WorkerInfo], host: str, port: int, metrics_port: int
+) -> list[str]:
+    """The vllm-router command line for these workers."""
+    if arm.implementation != "vllm-router":
+        raise RuntimeError(f"router {arm.implementation} is not available locally; use vllm-router")
+    return [
+        _router_binary(),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--policy",
+        arm.policy,
+        "--prometheus-host",
+        host,
+        "--prometheus-port",
+        str(metrics_port),
+        "--worker-urls",
+        *(w.base_url for w in workers),
+        *arm.extra_args,
+    ]
+
+
+async def _wait_healthy(process: ManagedProcess, url: str, timeout: float) -> None:
+    started = time.monotonic()
+    async with httpx.AsyncClient() as client:
+        while True:
+            try:
+                if (await client.get(url, timeout=2.0)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if not process.running():
+                raise RuntimeError(f"{process.name} exited\n{process.describe_failure()}")
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(
+                    f"{process.name} not healthy in {timeout:g}s\n{process.describe_failure()}"
+                )
+            await asyncio.sleep(0.1)
+
+
+async def open_local_arm(
+    arm: RoutingArm,
+    workers: list[WorkerInfo],
+    block: LoopbackBlock,
+    log_dir: Path,
+    timeout: float,
+    rng: random.Random,
+) -> OpenArm:
+    """Start what `arm` needs and return where the load generator should send; `rng` makes
+    the Service stand-in's per-connection choices repeatable."""
+    if arm.service is not None:
+        backends = []
+        for worker in workers:
+            url = urlsplit(worker.base_url)
+            backends.append((url.hostname or "", url.port or 80))
+        host = block.address()
+        balancer = TcpBalancer(host, free_port(host), lambda: backends, rng)
+        await balancer.start()
+        return OpenArm(Target(arm=arm.name, url=f"http://{host}:{balancer.port}"), balancer)
+    if arm.router is not None:
+        host = block.address()
+        port, metrics_port = free_port(host), free_port(host)
+        process = ManagedProcess(
+            f"router-{arm.name}",
+            router_command(arm.router, workers, host, port, metrics_port),
+            log_dir / f"router-{arm.name}.log",
+        )
+        process.start()
+        try:
+            await _wait_healthy(process, f"http://{host}:{port}/health", timeout)
+        except BaseException:
+            await asyncio.to_thread(process.stop)
+            raise
+        return OpenArm(Target(arm=arm.name, url=f"http://{host}:{port}"), process=process)
+    if arm.prefix_affinity is not None:
+        return OpenArm(Target(arm=arm.name, pod_urls=[w.base_url for w in workers]))
+    raise RuntimeError(
+        f"routing arm {arm.name!r}: external arms select worker pods by label, which only a "
+        "cluster has; run this experiment on Kubernetes"
+    )
