@@ -12,7 +12,12 @@ Rules kept from ``vllm/v1/core/kv_cache_manager.py`` and ``kv_cache_utils.py``:
   scheduled tokens fill, at allocation time, so a same-prefix request scheduled later
   hits even before the first one has finished its prefill;
 - freeing gives blocks back tail first; prefix statistics count tokens, and lookups of
-  previously preempted requests are counted apart (vLLM does not export those).
+  previously preempted requests are counted apart (vLLM does not export those);
+- statistics are recorded at admission (``record_prefix_cache_stats``, called by the
+  scheduler once the request's blocks are allocated), not at every lookup: vLLM's
+  scheduler peeks the waiting queue every step, and counting each attempt would inflate
+  ``prefix_cache_queries`` by every step a request waited for blocks ("Record at
+  admission so unscheduled lookups are not counted", ``sched/scheduler.py``).
 
 The hash is Python's tuple hash (64 bits, independent of PYTHONHASHSEED for ints)
 rather than vLLM's sha256: consumers of KV events index the hashes they receive, so
@@ -90,7 +95,7 @@ class KVCacheManager:
         return hashes
 
     def get_computed_blocks(self, request: SimRequest) -> tuple[list[int], int]:
-        """Longest cached prefix of the request: (blocks, tokens), recorded in stats."""
+        """Longest cached prefix of the request: (blocks, tokens); not recorded in stats."""
         if not self.enable_caching:
             return [], 0
         num_tokens = request.num_tokens
@@ -103,17 +108,21 @@ class KVCacheManager:
             if not bucket:
                 break
             hit.append(bucket[0])
-        num_hit_tokens = len(hit) * self.block_size
+        return hit, len(hit) * self.block_size
+
+    def record_prefix_cache_stats(self, request: SimRequest, num_hit_tokens: int) -> None:
+        """Count one admitted lookup (tokens queried and hit), apart for preempted requests."""
+        if not self.enable_caching:
+            return
         stats = self.stats
         if request.num_preemptions > 0:
             stats.preempted_requests += 1
-            stats.preempted_queries += num_tokens
+            stats.preempted_queries += request.num_tokens
             stats.preempted_hits += num_hit_tokens
         else:
             stats.requests += 1
-            stats.queries += num_tokens
+            stats.queries += request.num_tokens
             stats.hits += num_hit_tokens
-        return hit, num_hit_tokens
 
     def allocate_slots(
         self,

@@ -10,7 +10,8 @@ From ``vllm/v1/core/sched/scheduler.py`` (FCFS policy):
    running requests stops.
 2. Waiting requests only if nobody was preempted this step, while the budget lasts and
    fewer than ``max_num_seqs`` run: prefix-cache lookup, then allocation of the chunk
-   (chunked prefill is on); a request that does not fit stops the loop (FCFS).
+   (chunked prefill is on); a request that does not fit stops the loop (FCFS); the
+   lookup enters the prefix-cache statistics only once the request is admitted.
 3. After the step a request whose computed tokens reach its length samples one token;
    it finishes at ``max_tokens`` or at ``max_model_len``.
 """
@@ -133,6 +134,7 @@ class Scheduler:
                     num_new = budget
                 if not kv.allocate_slots(request, num_new, num_hit, hit_blocks):
                     break
+                kv.record_prefix_cache_stats(request, num_hit)
                 waiting.popleft()
                 running.append(request)
                 request.status = RequestStatus.RUNNING

@@ -17,6 +17,7 @@ def _req(name, tokens, max_tokens=4):
 def _prefill(kv, request):
     blocks, hit = kv.get_computed_blocks(request)
     assert kv.allocate_slots(request, request.num_tokens - hit, hit, blocks)
+    kv.record_prefix_cache_stats(request, hit)
     request.num_computed_tokens = request.num_tokens
     return hit
 
@@ -120,10 +121,27 @@ def test_stats_count_tokens_and_keep_preempted_lookups_apart():
     _prefill(kv, _req("b", range(20)))
     c = _req("c", range(20))
     c.num_preemptions = 1
-    kv.get_computed_blocks(c)
+    _, hit = kv.get_computed_blocks(c)
+    kv.record_prefix_cache_stats(c, hit)
     s = kv.stats
     assert (s.requests, s.queries, s.hits) == (2, 40, 16)
     assert (s.preempted_requests, s.preempted_queries, s.preempted_hits) == (1, 20, 16)
+
+
+def test_lookups_count_only_when_admitted():
+    """A request that waits for blocks is looked up every step but counted once (vLLM
+    records at admission), so counters agree with the responses' cached tokens."""
+    kv = _kv(num_blocks=4, block_size=16)
+    holder = _req("a", range(48))
+    _prefill(kv, holder)
+    waiting = _req("b", range(100, 148))
+    for _ in range(5):
+        blocks, hit = kv.get_computed_blocks(waiting)
+        assert not kv.allocate_slots(waiting, waiting.num_tokens - hit, hit, blocks)
+    assert (kv.stats.requests, kv.stats.queries) == (1, 48)
+    kv.free(holder)
+    assert _prefill(kv, waiting) == 0
+    assert (kv.stats.requests, kv.stats.queries) == (2, 96)
 
 
 def test_usage_and_reset_prefix_cache():
