@@ -57,9 +57,10 @@ class PrometheusCounters:
         return out
 
     async def _await_scrape(self, edge: float) -> float:
-        """Wait until every pod has a sample at or after `edge`; the time to query at."""
-        stamp = self.selector(COUNTERS["prefix_cache_queries"][0])
-        query = f"max by ({self._label}) (timestamp({stamp}))"
+        """Wait until every pod has a sample at or after `edge`; the time to query at.
+
+        `up` exists for every scraped target, whatever the server exports."""
+        query = f"max by ({self._label}) (timestamp({self.selector('up')}))"
         deadline = time.monotonic() + self._wait
         while True:
             rows = await asyncio.to_thread(self._query, query, None)

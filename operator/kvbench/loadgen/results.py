@@ -98,6 +98,7 @@ class LoadgenResult(ApiModel):
     run_summary: RunSummary = Field(..., description="The figures the experiment status keeps")
     client: ClientHealth
     counters: CounterReport
+    warnings: list[str] = Field(default_factory=list)
     requests: list[RequestRecord]
     config: RunConfig
 

@@ -27,7 +27,7 @@ from kvbench.loadgen.prometheus import PrometheusCounters
 from kvbench.loadgen.records import RequestRecord, to_record
 from kvbench.loadgen.results import Conditions, CounterReport, LoadgenResult, Window, versions
 from kvbench.loadgen.routing import make_router
-from kvbench.loadgen.summary import percentile, summarize, to_run_summary
+from kvbench.loadgen.summary import percentile, summarize, to_run_summary, warnings
 from kvbench.loadgen.workload import Request, Sequence, build_sequence
 
 __all__ = ["Progress", "event_loop_name", "make_counter_source", "run_load", "run_sync"]
@@ -139,6 +139,7 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
         run_summary=to_run_summary(summary, health),
         client=health,
         counters=report,
+        warnings=warnings(summary, health, config.time_scale, _observed_scale(records)),
         requests=records,
         config=config,
     )
@@ -177,11 +178,18 @@ def _lateness_p99(attempts: list[Attempt]) -> float:
     return round(percentile(late, 99), 6) if late else 0.0
 
 
-def _time_scale(records: list[RequestRecord], config: RunConfig) -> float | None:
-    """The simulator's own report of its time scale wins over the configured one."""
+def _observed_scale(records: list[RequestRecord]) -> float | None:
     for record in records:
         if record.sim is not None and record.sim.time_scale is not None:
             return record.sim.time_scale
+    return None
+
+
+def _time_scale(records: list[RequestRecord], config: RunConfig) -> float | None:
+    """The simulator's own report of its time scale wins over the configured one."""
+    observed = _observed_scale(records)
+    if observed is not None:
+        return observed
     return config.time_scale if any(r.sim for r in records) else None
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "stats",
     "summarize",
     "to_run_summary",
+    "warnings",
 ]
 
 
@@ -227,3 +228,34 @@ def to_run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
         client_bound=client.client_bound,
         latency_clock=summary.latency_clock,
     )
+
+
+def warnings(
+    summary: Summary,
+    client: ClientHealth,
+    configured_scale: float,
+    observed_scale: float | None,
+) -> list[str]:
+    """What a reader of the figures must know before trusting them."""
+    out = []
+    if summary.requests and summary.errors:
+        out.append(f"{summary.errors} of {summary.requests} measured requests failed")
+    if summary.succeeded and summary.hit_rates.reported == 0:
+        out.append(
+            "no response reported usage.prompt_tokens_details.cached_tokens: start vLLM with "
+            "--enable-prompt-tokens-details, or every request looks like a miss"
+        )
+    if summary.hit_rates.agree is False:
+        out.append(
+            f"the token hit rates disagree: responses "
+            f"{summary.hit_rates.token_hit_rate_responses:.4f} vs counters "
+            f"{summary.hit_rates.token_hit_rate_counters:.4f} (preemptions recount queries)"
+        )
+    if client.client_bound:
+        out.append("client-bound: " + "; ".join(client.reasons))
+    if observed_scale is not None and observed_scale != configured_scale:
+        out.append(
+            f"the simulator runs at time scale {observed_scale} but the config says "
+            f"{configured_scale}: arrival schedules were stretched by the wrong factor"
+        )
+    return out

@@ -99,3 +99,43 @@ def test_prefix_affinity_keeps_each_prefix_on_one_pod(start_sim) -> None:
         if record.phase == "measured":
             sent[record.endpoint] = sent.get(record.endpoint, 0) + 1
     assert {pod: counted.get(pod, 0) for pod in sent} == sent
+
+
+def test_interference_long_prompts_interrupt_the_stream(start_sim) -> None:
+    """Article 000's chunk-size test: the stream's longest gap is a prefill chunk."""
+    sim = start_sim("sim-0", "--time-scale", "0.05", "--kv-cache-memory-bytes", "4294967296")
+    workload = {
+        "interference": {
+            "streamOutputTokens": 256,
+            "prompts": 2,
+            "promptTokens": 3500,
+            "injectAfter": "500ms",
+            "injectInterval": "100ms",
+        }
+    }
+    result = run_sync(
+        small_config(sim.url, workload=workload, point={"concurrency": 1}, timeScale=0.05)
+    )
+    assert result.summary.errors == 0 and result.conditions.schedule == "scheduled"
+    stream, *injected = [r for r in result.requests if r.phase == "measured"]
+    assert stream.role == "stream" and stream.sim is not None
+    assert stream.output_tokens == 256 and len(stream.sim.itl) == 255
+    start = stream.sim.arrival or 0.0
+    for prompt in injected:
+        assert prompt.sim is not None and prompt.sim.arrival is not None
+        # they arrived while the stream was decoding
+        assert start + (stream.sim.ttft or 0) < prompt.sim.arrival < start + (stream.sim.e2e or 0)
+    gaps = sorted(stream.sim.itl)
+    assert gaps[-1] > 5 * gaps[len(gaps) // 2]
+    assert result.run_summary.itl_max == gaps[-1]
+    assert result.warnings == []
+
+
+def test_a_wrong_time_scale_is_flagged(start_sim) -> None:
+    sim = start_sim("sim-0", "--time-scale", "0.01")
+    result = run_sync(
+        small_config(
+            sim.url, workload=_article_workload(1, 2), point={"concurrency": 1, "prefixes": 1}
+        )
+    )
+    assert any("time scale 0.01" in w for w in result.warnings)
