@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -45,7 +44,7 @@ def tokens(seed: str, count: int) -> list[int]:
     return [rng.randrange(1000, 30000) for _ in range(count)]
 
 
-def test_workers_registered_with_metrics(deployment: DynamoDeployment, tmp_path: Path) -> None:
+def test_workers_registered_with_metrics(deployment: DynamoDeployment) -> None:
     ids = {worker.instance_id for worker in deployment.workers}
     assert len(ids) == 3
     assert ids <= registered_instance_ids(deployment.scratch)
@@ -88,6 +87,7 @@ def test_worker_counters_agree_with_nvext(deployment: DynamoDeployment) -> None:
     for outcome in outcomes:
         assert outcome.worker_id is not None
         served[outcome.worker_id] += 1
+    deployment.wait_idle()
     for worker in deployment.workers:
         delta = scrape_worker(worker.metrics_url).minus(before[worker.instance_id])
         assert delta.requests_total == served[worker.instance_id]
