@@ -106,7 +106,10 @@ class Client:
     async def __aenter__(self) -> "Client":
         connector = aiohttp.TCPConnector(force_close=self._force_close, limit=0, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, auto_decompress=False
+            connector=connector,
+            timeout=self._timeout,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # no cookie work on the measured path
         )
         return self
 
