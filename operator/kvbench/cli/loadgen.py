@@ -71,10 +71,11 @@ def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
     console = Console(stderr=True)
     interactive = console.is_terminal and not quiet
     logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
+        level=logging.WARNING if quiet or interactive else logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per scrape otherwise
     bar, update = _bar(console) if interactive else (nullcontext(), _log_phases())
     log.info("run %s: %s, seed %d", config.run_id, config.point.key, config.seed)
     with bar:
@@ -89,6 +90,8 @@ def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
     )
     if result.counters.error:
         message += f"; counters not read: {result.counters.error}"
+    for warning in result.warnings:
+        log.warning("%s", warning)
     if interactive:
         console.print(message)
     else:
