@@ -189,3 +189,28 @@ def test_the_scheduler_refuses_a_gpu_pod_when_no_node_has_a_free_gpu(
     core.delete_namespaced_pod("first", namespace)
     wait_for(lambda: _ready(core, "second", namespace), 120, "the second pod on the freed GPU")
     assert core.read_namespaced_pod("second", namespace).spec.node_name == node.name
+
+
+def test_a_failing_liveness_probe_restarts_the_container(
+    core: kubernetes.client.CoreV1Api, namespace: str
+) -> None:
+    health = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1}
+    container = echo_container(
+        startupProbe={**health, "failureThreshold": 60},  # liveness waits for startup
+        livenessProbe={**health, "failureThreshold": 1},
+    )
+    core.create_namespaced_pod(namespace, pod("lively", container))
+    wait_for(lambda: _ready(core, "lively", namespace), 60, "a ready pod")
+    ip = core.read_namespaced_pod("lively", namespace).status.pod_ip
+    first_pid = int(http_get(ip, 8080, "/pid"))
+
+    http_get(ip, 8080, "/unready")  # /health now fails: liveness kills, the policy restarts
+
+    def restarted() -> kubernetes.client.V1ContainerStatus | None:
+        status = core.read_namespaced_pod("lively", namespace).status.container_statuses[0]
+        return status if status.restart_count == 1 and status.ready else None
+
+    status = wait_for(restarted, 60, "a restarted, ready container")
+    assert status.last_state.terminated.exit_code == 137  # SIGKILL, as a runtime reports it
+    assert not pid_alive(first_pid)
+    assert int(http_get(ip, 8080, "/pid")) != first_pid

@@ -163,6 +163,16 @@ class TestCluster:
             timeout=timeout,
         )
 
+    def kubectl_popen(self, *args: str) -> subprocess.Popen[str]:
+        """Start the cluster's kubectl with piped output, for commands that stream (`logs -f`)."""
+        assert self.binaries is not None
+        return subprocess.Popen(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def processes(self) -> list[ManagedProcess]:
         planes = self.control_plane.processes if self.control_plane else []
         return [*planes, *self.agents]

@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from kvbench.testing.images import UnknownImageError, local_argv
+from kvbench.testing.kubeapi import ApiError
 from kvbench.testing.podenv import ContainerConfigError, expand
 from kvbench.testing.probes import ProbeLoop
 from kvbench.testing.procs import set_parent_death_signal
@@ -108,7 +111,7 @@ class ContainerRunner:
                 self._set(state="waiting", reason="ErrImagePull", message=str(err))
                 await self._sleep(None)
                 continue
-            except ContainerConfigError as err:
+            except (ContainerConfigError, ApiError, httpx.HTTPError) as err:
                 self._set(state="waiting", reason="CreateContainerConfigError", message=str(err))
                 await self._sleep(2.0)
                 continue
@@ -195,25 +198,39 @@ class ContainerRunner:
         return f"{self.id_prefix}-{self.name}-{self.s.restarts}"
 
     def _probe_tasks(self, spec: LaunchSpec) -> list[Awaitable[None]]:
+        """Startup first; readiness and liveness once started; a failed startup or
+        liveness probe kills the container (its restart policy decides what follows)."""
         pid = self.process.pid if self.process else None
+
+        def loop(kind: str, on_change: Callable[[bool], None]) -> ProbeLoop | None:
+            probe = self.container.get(kind)
+            if probe is None:
+                return None
+            return ProbeLoop(probe, self.pod_ip, self.container, spec.env, pid, on_change)
+
+        started = asyncio.Event()
+
+        def on_startup(ok: bool) -> None:
+            if ok:
+                started.set()
+                self._set(started=True)
+            else:
+                self._kill(signal.SIGKILL)
+
         tasks: list[Awaitable[None]] = []
-        startup = self.container.get("startupProbe")
-        if startup is not None:
-            loop = ProbeLoop(startup, self.pod_ip, self.container, spec.env, pid,
-                             lambda ok: self._set(started=True) if ok else None)  # fmt: skip
-            tasks.append(loop.run())
-        readiness = self.container.get("readinessProbe")
+        startup = loop("startupProbe", on_startup)
+        if startup is None:
+            started.set()
+        else:
+            tasks.append(startup.run(until_success=True))
+        readiness = loop("readinessProbe", lambda ok: self._set(ready=ok))
         if readiness is None:
             self._set(ready=True)
         else:
-            loop = ProbeLoop(readiness, self.pod_ip, self.container, spec.env, pid,
-                             lambda ok: self._set(ready=ok))  # fmt: skip
-            tasks.append(loop.run())
-        liveness = self.container.get("livenessProbe")
+            tasks.append(readiness.run(after=started))
+        liveness = loop("livenessProbe", lambda ok: None if ok else self._kill(signal.SIGKILL))
         if liveness is not None:
-            loop = ProbeLoop(liveness, self.pod_ip, self.container, spec.env, pid,
-                             lambda ok: None if ok else self._kill(signal.SIGKILL))  # fmt: skip
-            tasks.append(loop.run())
+            tasks.append(liveness.run(after=started))
         return tasks
 
     def _kill(self, sig: int) -> None:

@@ -183,8 +183,6 @@ class ControlPlane:
             [
                 str(self.binaries.kube_controller_manager),
                 f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
                 f"--bind-address={_HOST}",
                 f"--secure-port={port}",
                 "--port=0",
@@ -213,8 +211,6 @@ class ControlPlane:
             [
                 str(self.binaries.kube_scheduler),
                 f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
                 f"--bind-address={_HOST}",
                 f"--secure-port={port}",
                 "--port=0",

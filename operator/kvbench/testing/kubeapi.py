@@ -103,16 +103,23 @@ class Reflector:
                 log.warning("reflector %s: %s; relisting", self.path, err)
                 await asyncio.sleep(1.0)
 
+    async def _notify(self, event: str, obj: Obj) -> None:
+        """Run the handler; a failure is logged with its traceback, not fatal to the watch."""
+        try:
+            await self.on_change(event, obj)
+        except Exception:
+            log.exception("reflector %s: handling %s of %s failed", self.path, event, self.key(obj))
+
     async def _relist(self) -> str:
         listed = await self.api.get(self.path, **self.params)
         fresh = {self.key(item): item for item in listed["items"]}
         for key in list(self.objects):
             if key not in fresh:
-                await self.on_change("DELETED", self.objects.pop(key))
+                await self._notify("DELETED", self.objects.pop(key))
         for key, obj in fresh.items():
             event = "MODIFIED" if key in self.objects else "ADDED"
             self.objects[key] = obj
-            await self.on_change(event, obj)
+            await self._notify(event, obj)
         return str(listed["metadata"]["resourceVersion"])
 
     async def _watch(self, version: str) -> None:
@@ -140,4 +147,4 @@ class Reflector:
                     self.objects.pop(key, None)
                 else:
                     self.objects[key] = obj
-                await self.on_change(kind, obj)
+                await self._notify(kind, obj)

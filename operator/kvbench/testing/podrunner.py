@@ -17,7 +17,7 @@ from typing import Any
 
 from kvbench.testing.container import ContainerRunner, LaunchSpec, now_rfc3339
 from kvbench.testing.kubeapi import ApiError, KubeApi
-from kvbench.testing.podenv import ContainerConfigError, Fetch, resolve_env
+from kvbench.testing.podenv import Fetch, resolve_env
 from kvbench.testing.volumes import MountPoints, materialize_volumes, mounts_for
 
 __all__ = ["PodRunner", "pod_directory"]
@@ -122,8 +122,8 @@ class PodRunner:
             codes = await asyncio.gather(*(runner.run() for runner in self.main))
             if not any(r.stopping for r in self.main):
                 self.phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
-        except (ContainerConfigError, OSError) as err:
-            log.error("pod %s failed: %s", self.path, err)
+        except Exception:
+            log.exception("pod %s failed", self.path)
             self.phase = "Failed"
         finally:
             self._finish()

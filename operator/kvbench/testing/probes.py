@@ -100,7 +100,11 @@ class ProbeLoop:
         self.on_change = on_change
         self.result: bool | None = None
 
-    async def run(self) -> None:
+    async def run(self, after: asyncio.Event | None = None, until_success: bool = False) -> None:
+        """Probe once `after` is set (liveness and readiness wait for startup); a startup
+        probe (`until_success`) ends at its first success."""
+        if after is not None:
+            await after.wait()
         period = float(self.probe.get("periodSeconds", 10))
         needed = {
             True: int(self.probe.get("successThreshold", 1)),
@@ -114,4 +118,6 @@ class ProbeLoop:
             if streak[1] >= needed[ok] and self.result is not ok:
                 self.result = ok
                 self.on_change(ok)
+                if ok and until_success:
+                    return
             await asyncio.sleep(period)
