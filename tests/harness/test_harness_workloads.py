@@ -187,5 +187,15 @@ def test_a_service_spreads_new_connections_over_all_ready_pods(
         60,
         "the unready pod to leave the endpoints",
     )
-    seen = {http_get(ip, 80, "/name") for _ in range(30)}
+    # The proxy follows the EndpointSlices a moment later: wait for a batch of 30 new
+    # connections that all avoid the pod (had the proxy kept it, p = (2/3)**30 < 1e-5).
+    seen = wait_for(
+        lambda: (
+            (batch := {http_get(ip, 80, "/name") for _ in range(30)})
+            and leaving.metadata.name not in batch
+            and batch
+        ),
+        30,
+        "connections that avoid the unready pod",
+    )
     assert seen == names - {leaving.metadata.name}

@@ -63,6 +63,8 @@ def up(gpu_nodes: int, gpus_per_node: int, gpu_product: str, cpu_nodes: int, kee
         for node in cluster.nodes:
             gpus = f"{node.gpus} x {node.gpu_product}" if node.gpus else "no GPU"
             click.echo(f"node {node.name:<12} {node.ip:<12} pods {node.pod_cidr:<16} {gpus}")
+        assert cluster.layout is not None
+        click.echo(f"services {cluster.layout.service_cidr} (ClusterIPs on loopback)")
         click.echo(f"\nlogs: {cluster.workdir / 'logs'}")
         click.echo("Ctrl-C stops everything.", err=False)
         while not stop.wait(1.0):

@@ -1,1 +1,11 @@
-"""A local Kubernetes for tests: a real control plane, a node agent, a service proxy."""
+"""A local Kubernetes for tests: a real control plane, a node agent and a service proxy.
+
+`cluster.TestCluster` starts the whole of it (`kvbench testcluster up` from a shell);
+`controlplane` runs etcd and the Kubernetes binaries that `build` makes from Debian's
+source; `nodeagent` stands in for the kubelet (pods as local processes: `podrunner`,
+`container`, `images`, `podenv`, `volumes`, `probes`, `kubeletapi`, `nodes`);
+`serviceproxy` stands in for kube-proxy with `kvbench.netbalance`. Importing this package
+starts nothing.
+"""
+
+__all__: list[str] = []

@@ -48,6 +48,7 @@ class TestCluster:
         self.control_plane: ControlPlane | None = None
         self.agents: list[ManagedProcess] = []
         self.nodes: list[PlacedNode] = []
+        self.layout: ClusterLayout | None = None
         self._slot: SlotLock | None = None
 
     @property
@@ -76,7 +77,7 @@ class TestCluster:
 
     def _start(self) -> None:
         self._slot = claim_slot()
-        layout = ClusterLayout(slot=self._slot.slot)
+        self.layout = layout = ClusterLayout(slot=self._slot.slot)
         self.binaries = ensure_binaries()
         self.nodes = [
             PlacedNode(**spec.model_dump(), ip=layout.node_ip(i), pod_cidr=layout.pod_cidr(i))

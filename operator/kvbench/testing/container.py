@@ -53,7 +53,6 @@ class _State:
     reason: str = "ContainerCreating"
     message: str = ""
     started_at: str = ""
-    finished_at: str = ""
     exit_code: int = 0
     term: Obj | None = None
     last_term: Obj | None = None
@@ -90,7 +89,7 @@ class ContainerRunner:
 
     @property
     def has_run(self) -> bool:
-        return self.s.state != "waiting" or self.s.term is not None
+        return self.s.state != "waiting" or self.s.term is not None or self.s.last_term is not None
 
     def log_path(self, restart: int) -> Path:
         return self.logs_dir / f"{restart}.log"
@@ -118,7 +117,10 @@ class ContainerRunner:
             code = await self._run_process(argv, spec)
             if self.stopping or not self._restarts_after(code):
                 return code
-            self._set(state="waiting", reason="CrashLoopBackOff", message=f"back-off {backoff}s")
+            self._set(
+                state="waiting", reason="CrashLoopBackOff", message=f"back-off {backoff}s",
+                last_term=self.s.term, term=None,
+            )  # fmt: skip
             await self._sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX)
             self.s.restarts += 1
@@ -166,13 +168,16 @@ class ContainerRunner:
         )  # fmt: skip
         log = self.log_path(self.s.restarts).open("ab")
         probes = [asyncio.create_task(t) for t in self._probe_tasks(spec)]
+        pumps = asyncio.gather(
+            _pump(self.process.stdout, log, b"stdout"),
+            _pump(self.process.stderr, log, b"stderr"),
+        )
         try:
-            await asyncio.gather(
-                _pump(self.process.stdout, log, b"stdout"),
-                _pump(self.process.stderr, log, b"stderr"),
-            )
             code = await self.process.wait()
+            self._kill(signal.SIGKILL)  # what it left running dies with it, as in a container
+            await pumps
         finally:
+            pumps.cancel()
             for task in probes:
                 task.cancel()
             await asyncio.gather(*probes, return_exceptions=True)
