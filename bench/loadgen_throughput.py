@@ -171,7 +171,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--tokens", type=int, default=16, help="SSE token chunks per response")
-    parser.add_argument("--fractions", default="0.05,0.25,0.5,0.75")
+    parser.add_argument("--fractions", default="0.025,0.25,0.5,0.75")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     os.sched_setaffinity(0, {0})
