@@ -140,3 +140,16 @@ def test_a_wrong_time_scale_is_flagged(start_sim) -> None:
         )
     )
     assert any("time scale 0.01" in w for w in result.warnings)
+
+
+def test_text_prompts_have_their_intended_length(start_sim) -> None:
+    """Words of at most four letters are one token each for the simulator's tokenizer, and
+    a text prefix stays a token prefix: hits work as with token ids."""
+    sim = start_sim("sim-0", "--time-scale", "0")
+    workload = {"promptFormat": "text", **_article_workload(2, 8)}
+    result = run_sync(
+        small_config(sim.url, workload=workload, point={"concurrency": 2, "prefixes": 2})
+    )
+    assert result.summary.errors == 0
+    assert all(r.prompt_tokens == 2371 for r in result.requests)
+    assert result.summary.hit_rates.request_hit_rate == 1.0

@@ -15,18 +15,18 @@ from kvbench.loadgen.config import TokenSpace
 
 __all__ = ["WORDS", "draw_length", "render_text", "rng_for", "token_ids"]
 
-# Common English words that are one token each in the usual BPE vocabularies (with the
-# leading space), so a text prompt of N words is close to N tokens for a front end that
-# tokenizes. Token id i is written as WORDS[i % 128].
+# Common English words of at most four letters: one token each (with the leading space) in
+# the usual BPE vocabularies and in the simulator's stand-in tokenizer (pieces of up to four
+# characters), so a text prompt of N words is N tokens, or very close, wherever it lands.
+# Token id i is written as WORDS[i % 128].
 _WORD_TEXT = (
     "the of and to in is you that it he was for on are as with his they at be this have "
-    "from or one had by word but not what all were we when your can said there use an "
-    "each which she do how their if will up other about out many then them these so some "
-    "her would make like him into time has look two more write go see number no way could "
-    "people my than first water been call who oil its now find long down day did get come "
-    "made may part over new sound take only little work know place year live me back give "
-    "most very after thing our just name good sentence man think say great where help "
-    "through"
+    "from or one had by word but not what all were we when your can said use an each she "
+    "do how if will up out many then them so some her make like him into time has look "
+    "two more go see no way my than been call who oil its now find long down day did get "
+    "come made may part over new take only work know year live me back give most very our "
+    "just name good man say line too mean old any same tell boy end does set air well "
+    "also play home read hand port even land here must big"
 )
 WORDS = tuple(_WORD_TEXT.split())
 
