@@ -9,6 +9,7 @@ from kvbench.api.kube import DNS_LABEL
 
 __all__ = [
     "ARM_KINDS",
+    "DynamoArm",
     "ExternalArm",
     "PrefixAffinityArm",
     "RouterArm",
@@ -19,7 +20,7 @@ __all__ = [
 RouterPolicy = Literal[
     "cache_aware", "kv_aware", "consistent_hash", "round_robin", "random", "power_of_two"
 ]
-ARM_KINDS = ("service", "router", "external", "prefix_affinity")
+ARM_KINDS = ("service", "router", "external", "prefix_affinity", "dynamo")
 # Router policies that read the prompt's text, so token-id prompts would defeat them.
 TEXT_POLICIES = frozenset({"cache_aware", "consistent_hash", "kv_aware"})
 
@@ -52,6 +53,30 @@ class PrefixAffinityArm(ApiModel):
     the upper bound of what KV-aware routing can reach."""
 
 
+class DynamoArm(ApiModel):
+    """NVIDIA Dynamo's OpenAI frontend with a router mode, in front of workers Dynamo runs:
+    `dynamo.vllm` on GPU clusters, `dynamo.mocker` (its GPU-less engine) locally and on
+    clusters without GPUs. The workers get the engine's KV cache size and block size.
+
+    The KV router picks the worker with the lowest cost
+    `prefillLoadScale x (prompt blocks - overlapScoreCredit x cached blocks) + decode blocks`;
+    unset weights keep Dynamo's defaults.
+    """
+
+    router_mode: Literal["kv", "random", "round-robin"] = "kv"
+    overlap_score_credit: float | None = Field(None, ge=0, description="kv mode only")
+    prefill_load_scale: float | None = Field(None, ge=0, description="kv mode only")
+    temperature: float | None = Field(
+        None, ge=0, description="kv mode only: softmax sampling temperature (0: deterministic)"
+    )
+    kv_events: bool | None = Field(
+        None, description="kv mode only; false: predict caches from routing decisions"
+    )
+    image: str | None = Field(
+        None, min_length=1, description="Dynamo runtime image on clusters (default per release)"
+    )
+
+
 class RoutingArm(ApiModel):
     """One arm of the comparison: a name and exactly one way of routing."""
 
@@ -62,6 +87,7 @@ class RoutingArm(ApiModel):
                 {"required": ["router"]},
                 {"required": ["external"]},
                 {"required": ["prefixAffinity"]},
+                {"required": ["dynamo"]},
             ],
         }
     }
@@ -71,6 +97,7 @@ class RoutingArm(ApiModel):
     router: RouterArm | None = None
     external: ExternalArm | None = None
     prefix_affinity: PrefixAffinityArm | None = None
+    dynamo: DynamoArm | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "RoutingArm":
@@ -78,11 +105,16 @@ class RoutingArm(ApiModel):
         if len(chosen) != 1:
             raise ValueError(
                 f"routing arm {self.name!r} needs exactly one of service, router, external, "
-                f"prefixAffinity (found {len(chosen) or 'none'})"
+                f"prefixAffinity, dynamo (found {len(chosen) or 'none'})"
             )
         return self
 
     @property
     def kind(self) -> str:
-        """Which routing this arm uses: service, router, external or prefix_affinity."""
+        """Which routing this arm uses: service, router, external, prefix_affinity, dynamo."""
         return next(kind for kind in ARM_KINDS if getattr(self, kind) is not None)
+
+    @property
+    def worker_kind(self) -> str:
+        """Which workers the arm needs: Dynamo's own (`dynamo`), or vLLM pods (`vllm`)."""
+        return "dynamo" if self.dynamo is not None else "vllm"

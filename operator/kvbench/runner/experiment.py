@@ -78,23 +78,25 @@ class ExperimentRunner:
         arms = {arm.name: arm for arm in spec.routing}
         workers: list[WorkerInfo] = []
         target: Target | None = None
-        variant: str | None = None
+        started: tuple[str, str] | None = None
         try:
             for run in pending:
                 if self.progress:
                     self.progress.run_started(run)
-                if spec.freshness == "restart" or run.variant != variant:
+                arm = arms[run.arm]
+                wanted = (run.variant, arm.name if arm.worker_kind == "dynamo" else "vllm")
+                if spec.freshness == "restart" or wanted != started:
                     await self.cluster.close_arm()
                     target = None
                     workers = await self.cluster.start_workers(
-                        spec, run.variant, engines[run.variant]
+                        spec, run.variant, engines[run.variant], arm
                     )
-                    variant = run.variant
+                    started = wanted
                 elif spec.freshness == "reset-cache":
                     await self.cluster.reset_caches(workers)
                 if target is None or target.arm != run.arm:
                     await self.cluster.close_arm()
-                    target = await self.cluster.open_arm(spec, arms[run.arm], workers)
+                    target = await self.cluster.open_arm(spec, arm, workers)
                 record = await self._measure(run, target, workers)
                 if self.progress:
                     self.progress.run_finished(run, record)

@@ -30,9 +30,9 @@ class RecordingCluster(Cluster):
         self.fail_at = fail_at
         self.starts = 0
 
-    async def start_workers(self, spec, variant, engine):
+    async def start_workers(self, spec, variant, engine, arm):
         self.starts += 1
-        self.calls.append(f"start:{variant}")
+        self.calls.append(f"start:{variant}:{arm.worker_kind}")
         return [
             WorkerInfo(
                 name=f"w{i}",
@@ -141,3 +141,19 @@ def test_directory_of_another_experiment_is_refused(tmp_path: Path) -> None:
     other = _experiment(freshness="none")
     with pytest.raises(StoreMismatch, match="another experiment"):
         asyncio.run(ExperimentRunner(other, RecordingCluster(), ResultsStore(tmp_path)).run())
+
+
+def test_dynamo_arms_bring_their_own_workers(tmp_path: Path) -> None:
+    """Without freshness, vLLM workers are shared by the arms that use them; every Dynamo arm
+    starts its own workers (its router mode is part of the Dynamo deployment)."""
+    cluster = RecordingCluster()
+    arms = [
+        {"name": "service", "service": {}},
+        {"name": "affinity", "prefixAffinity": {}},
+        {"name": "dyn-random", "dynamo": {"routerMode": "random"}},
+        {"name": "dyn-kv", "dynamo": {"routerMode": "kv"}},
+    ]
+    experiment = _experiment(freshness="none", routing=arms)
+    asyncio.run(ExperimentRunner(experiment, cluster, ResultsStore(tmp_path)).run())
+    starts = [c for c in cluster.calls if c.startswith("start")]
+    assert starts == ["start:default:vllm", "start:default:dynamo", "start:default:dynamo"]

@@ -50,9 +50,13 @@ class Cluster(ABC):
 
     @abstractmethod
     async def start_workers(
-        self, spec: ExperimentSpec, variant: str, engine: EngineSpec
+        self, spec: ExperimentSpec, variant: str, engine: EngineSpec, arm: RoutingArm
     ) -> list[WorkerInfo]:
-        """Stop any workers, start fresh ones of every pool, return them once all are ready."""
+        """Stop any workers, start fresh ones of every pool, return them once all are ready.
+
+        The arm says which workers: vLLM pods for most arms, Dynamo's own workers (behind
+        its frontend) for a `dynamo` arm.
+        """
 
     @abstractmethod
     async def reset_caches(self, workers: list[WorkerInfo]) -> None:

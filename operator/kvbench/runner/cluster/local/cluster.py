@@ -34,7 +34,7 @@ class LocalCluster(Cluster):
         self._starts = 0
 
     async def start_workers(
-        self, spec: ExperimentSpec, variant: str, engine: EngineSpec
+        self, spec: ExperimentSpec, variant: str, engine: EngineSpec, arm: RoutingArm
     ) -> list[WorkerInfo]:
         await self._stop_workers()
         self._starts += 1
