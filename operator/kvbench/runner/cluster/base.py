@@ -24,6 +24,9 @@ class WorkerInfo(BaseModel):
     metrics_url: str
     kv_cache_tokens: int | None = Field(None, description="KV cache size of this start")
     startup_seconds: float | None = None
+    frontend_worker_id: int | None = Field(
+        None, description="The id a front end reports per request (Dynamo's nvext worker id)"
+    )
 
 
 class Target(BaseModel):
@@ -33,6 +36,9 @@ class Target(BaseModel):
     url: str | None = Field(None, description="Service, router or external front end")
     pod_urls: list[str] = Field(
         default_factory=list, description="prefix-affinity: the workers, hashed by prefix"
+    )
+    nvext: bool = Field(
+        False, description="A Dynamo frontend: ask for the serving worker of every request"
     )
 
 

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -20,6 +21,9 @@ from kvbench.runner.cluster.local.arms import OpenArm, open_local_arm
 from kvbench.runner.cluster.local.load import run_local_load
 from kvbench.runner.cluster.local.workers import LocalWorker, start_worker
 
+if TYPE_CHECKING:
+    from kvbench.dynamo import DynamoDeployment
+
 __all__ = ["LocalCluster"]
 
 
@@ -30,6 +34,7 @@ class LocalCluster(Cluster):
         self.work_dir = Path(work_dir)
         self.block = block or LoopbackBlock()
         self._workers: list[LocalWorker] = []
+        self._dynamo: DynamoDeployment | None = None
         self._arm: OpenArm | None = None
         self._starts = 0
 
@@ -38,6 +43,18 @@ class LocalCluster(Cluster):
     ) -> list[WorkerInfo]:
         await self._stop_workers()
         self._starts += 1
+        if arm.dynamo is not None:
+            try:
+                from kvbench.runner.cluster.local.dynamo import start_dynamo
+            except ImportError as err:
+                raise RuntimeError(
+                    f"arm {arm.name} needs NVIDIA Dynamo: run scripts/install-dynamo.sh ({err})"
+                ) from None
+            scratch = self.work_dir / "dynamo" / f"start-{self._starts:03d}-{arm.name}"
+            self._dynamo, workers = await start_dynamo(
+                spec, engine, arm.dynamo, self.block.address(), scratch
+            )
+            return workers
         log_dir = self.work_dir / "logs" / f"start-{self._starts:03d}-{variant}"
         timeout = parse_duration(spec.timeouts.workers_ready)
         names = [(pool, f"{pool.name}-{i}") for pool in spec.workers for i in range(pool.replicas)]
@@ -83,6 +100,10 @@ class LocalCluster(Cluster):
         self, spec: ExperimentSpec, arm: RoutingArm, workers: list[WorkerInfo]
     ) -> Target:
         await self.close_arm()
+        if arm.dynamo is not None:
+            if self._dynamo is None:
+                raise RuntimeError(f"arm {arm.name}: the Dynamo deployment is not running")
+            return Target(arm=arm.name, url=self._dynamo.base_url, nvext=True)
         self._arm = await open_local_arm(
             arm,
             workers,
@@ -112,6 +133,9 @@ class LocalCluster(Cluster):
     async def _stop_workers(self) -> None:
         workers, self._workers = self._workers, []
         await asyncio.gather(*(w.stop() for w in workers))
+        if self._dynamo is not None:
+            deployment, self._dynamo = self._dynamo, None
+            await asyncio.to_thread(deployment.stop)
 
     async def close(self) -> None:
         await self.close_arm()
