@@ -2,8 +2,9 @@
 
 It registers the nodes, keeps them Ready, runs each pod bound to them as local
 processes on a loopback IP of its own, kills them when the pod is deleted
-(honouring the grace period, then removing the pod as the kubelet does) and
-serves their logs through the kubelet API. Run it as
+(honouring the grace period, then removing the pod as the kubelet does), serves
+their logs through the kubelet API, keeps each pod's /etc/hosts current (cluster
+names without DNS) and gives unbound claims a local directory. Run it as
 `python -m kvbench.testing.nodeagent CONFIG.json`; SIGTERM stops every pod.
 """
 
@@ -20,10 +21,12 @@ from typing import Any
 
 from kvbench.testing.config import AgentConfig, PlacedNode
 from kvbench.testing.container import ContainerRunner
+from kvbench.testing.dns import hosts_file
 from kvbench.testing.kubeapi import ApiError, KubeApi, Reflector
 from kvbench.testing.kubeletapi import KubeletApi
 from kvbench.testing.nodes import heartbeat, register_node
-from kvbench.testing.podrunner import PodRunner, pod_directory
+from kvbench.testing.podrunner import AgentContext, PodRunner, pod_directory
+from kvbench.testing.storage import LocalProvisioner
 from kvbench.testing.volumes import MountPoints
 
 __all__ = ["IpPool", "NodeAgent", "main"]
@@ -63,13 +66,22 @@ class NodeAgent:
         self.pools = {n.name: IpPool(n.pod_cidr) for n in config.nodes}
         self.runners: dict[str, PodRunner] = {}
         self.terminating: set[str] = set()
-        self.mount_points = MountPoints()
         self.api = KubeApi(config.access)
+        self.context = AgentContext(self.api, self.fetch, MountPoints(), self.hosts_for)
+        self.pods = Reflector(
+            self.api, "/api/v1/pods", self.on_pod, fieldSelector="spec.nodeName!="
+        )
+        self.services = Reflector(self.api, "/api/v1/services", self.on_service)
+        provisioner = LocalProvisioner(self.api, config.state_dir / "volumes")
+        self.claims = Reflector(self.api, "/api/v1/persistentvolumeclaims", provisioner.on_claim)
+        self._names_changed = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def fetch(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """A namespaced object, or a cluster-scoped one when `namespace` is empty."""
+        scope = f"/namespaces/{namespace}" if namespace else ""
         try:
-            return await self.api.get(f"/api/v1/namespaces/{namespace}/{kind}/{name}")
+            return await self.api.get(f"/api/v1{scope}/{kind}/{name}")
         except ApiError as err:
             if err.status == 404:
                 return None
@@ -106,9 +118,13 @@ class NodeAgent:
             log.info(
                 "node %s registered at %s, kubelet API port %s", node.name, node.ip, server.port
             )
-        pods = Reflector(self.api, "/api/v1/pods", self.on_pod, fieldSelector="spec.nodeName!=")
-        background = [asyncio.create_task(heartbeat(self.api, self.config.nodes)),
-                      asyncio.create_task(pods.run())]  # fmt: skip
+        background = [
+            asyncio.create_task(heartbeat(self.api, self.config.nodes)),
+            asyncio.create_task(self.pods.run()),
+            asyncio.create_task(self.services.run()),
+            asyncio.create_task(self.claims.run()),
+            asyncio.create_task(self._rewrite_hosts()),
+        ]
         try:
             await asyncio.gather(*background)
         finally:
@@ -124,7 +140,24 @@ class NodeAgent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def hosts_for(self, pod: Obj, pod_ip: str) -> str:
+        return hosts_file(pod, pod_ip, self.services.objects.values(), self.pods.objects.values())
+
+    async def on_service(self, _event: str, _service: Obj) -> None:
+        self._names_changed.set()
+
+    async def _rewrite_hosts(self) -> None:
+        """Keep every running pod's /etc/hosts in step with Services and pods."""
+        while True:
+            await self._names_changed.wait()
+            self._names_changed.clear()
+            for runner in list(self.runners.values()):
+                if not runner.stopped.is_set():
+                    runner.write_hosts()
+            await asyncio.sleep(0.1)  # coalesce bursts of changes
+
     async def on_pod(self, event: str, pod: Obj) -> None:
+        self._names_changed.set()
         node = self.nodes.get(pod["spec"].get("nodeName", ""))
         if node is None:
             return
@@ -157,8 +190,8 @@ class NodeAgent:
         pool = self.pools[node.name]
         ip = pool.allocate()
         runner = PodRunner(
-            pod, ip, node.ip, pod_directory(self.config.state_dir / "pods", pod), self.api,
-            self.fetch, self.mount_points, self.base_env(pod), lambda: pool.release(ip),
+            pod, ip, node.ip, pod_directory(self.config.state_dir / "pods", pod), self.context,
+            self.base_env(pod), lambda: pool.release(ip),
         )  # fmt: skip
         self.runners[pod["metadata"]["uid"]] = runner
         log.info("pod %s/%s: starting on %s at %s", pod["metadata"]["namespace"],

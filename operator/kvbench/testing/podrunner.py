@@ -12,18 +12,31 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvbench.testing.container import ContainerRunner, LaunchSpec, now_rfc3339
 from kvbench.testing.kubeapi import ApiError, KubeApi
 from kvbench.testing.podenv import Fetch, resolve_env
-from kvbench.testing.volumes import MountPoints, materialize_volumes, mounts_for
+from kvbench.testing.volumes import Mount, MountPoints, materialize_volumes, mounts_for
 
-__all__ = ["PodRunner", "pod_directory"]
+__all__ = ["AgentContext", "PodRunner", "pod_directory"]
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
+_HOSTS = Path("/etc/hosts")
+
+
+@dataclass
+class AgentContext:
+    """What the node agent lends every pod: API access, shared mount points, names."""
+
+    api: KubeApi
+    fetch: Fetch
+    mount_points: MountPoints
+    hosts: Callable[[Obj, str], str]
+    """hosts(pod, pod_ip): the pod's /etc/hosts as the cluster stands now."""
 
 
 class PodRunner:
@@ -35,9 +48,7 @@ class PodRunner:
         pod_ip: str,
         host_ip: str,
         directory: Path,
-        api: KubeApi,
-        fetch: Fetch,
-        mount_points: MountPoints,
+        agent: AgentContext,
         base_env: dict[str, str],
         release_ip: Callable[[], None],
     ) -> None:
@@ -46,9 +57,10 @@ class PodRunner:
         self.ip = pod_ip
         self.host_ip = host_ip
         self.dir = directory
-        self.api = api
-        self.fetch = fetch
-        self.mount_points = mount_points
+        self.agent = agent
+        self.api = agent.api
+        self.fetch = agent.fetch
+        self.mount_points = agent.mount_points
         self.base_env = base_env
         self.release_ip = release_ip
         spec = pod["spec"]
@@ -93,11 +105,23 @@ class PodRunner:
             self.volumes = await materialize_volumes(self.pod, self.dir / "volumes", self.fetch)
         env = await resolve_env(container, self.pod_with_ips(), self.fetch, self.base_env)
         mounts = mounts_for(container, self.volumes)
+        if all(mount.target != _HOSTS for mount in mounts):
+            self.write_hosts()
+            mounts.append(Mount(source=self.dir / "hosts", target=_HOSTS))
         for mount in mounts:
             if mount not in self.acquired:
                 self.mount_points.acquire(mount)
                 self.acquired.append(mount)
         return LaunchSpec(env=env, mounts=mounts, workdir=self.dir / "work")
+
+    def write_hosts(self) -> None:
+        """(Re)write the pod's hosts file in place: bind mounts of it see the change."""
+        path = self.dir / "hosts"
+        text = self.agent.hosts(self.pod, self.ip)
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w") as hosts:  # truncates: same inode
+                hosts.write(text)
 
     def pod_with_ips(self) -> Obj:
         status = {**self.pod.get("status", {}), **self._ip_status()}

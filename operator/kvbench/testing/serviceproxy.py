@@ -50,6 +50,7 @@ class ServiceProxy:
         self.api = api
         self.apiserver = apiserver
         self.balancers: dict[tuple[str, int], TcpBalancer] = {}
+        self._lock = asyncio.Lock()  # both reflectors reconcile: one at a time
         self.services = Reflector(api, "/api/v1/services", self._changed)
         self.slices = Reflector(api, _SLICES, self._changed)
 
@@ -78,6 +79,10 @@ class ServiceProxy:
         return wanted
 
     async def _changed(self, _event: str, _obj: Obj) -> None:
+        async with self._lock:
+            await self._reconcile()
+
+    async def _reconcile(self) -> None:
         wanted = self._wanted()
         for key in [k for k in self.balancers if k not in wanted]:
             await self.balancers.pop(key).close()

@@ -1,9 +1,10 @@
 """A pod's volumes on local disk, and the private mount namespace that shows them.
 
-configMap, secret, emptyDir and hostPath volumes become directories under the
-pod's own directory; each container then runs under `unshare -m --propagation
-private`, bind-mounting them at their mount paths: the process sees them where
-its manifest says, the rest of the machine does not. Mount points that had to be
+configMap, secret and emptyDir volumes become directories under the pod's own
+directory; hostPath and claimed (persistentVolumeClaim) volumes are host paths.
+Each container runs under `unshare -m --propagation private`, bind-mounting them
+at their mount paths: the process sees them where its manifest says, the rest of
+the machine does not. Mount points that had to be
 created on the host are removed when the last pod using them stops.
 """
 
@@ -58,6 +59,9 @@ async def materialize_volumes(pod: Obj, root: Path, fetch: Fetch) -> dict[str, P
     for volume in pod["spec"].get("volumes", []):
         name = volume["name"]
         directory = root / name
+        if "persistentVolumeClaim" in volume:
+            paths[name] = await _claimed_path(volume["persistentVolumeClaim"], namespace, fetch)
+            continue
         if "hostPath" in volume:
             host = Path(volume["hostPath"]["path"])
             if volume["hostPath"].get("type") in ("DirectoryOrCreate", None, ""):
@@ -85,9 +89,27 @@ async def materialize_volumes(pod: Obj, root: Path, fetch: Fetch) -> dict[str, P
             _write_items(directory, data, spec)
             continue
         raise ContainerConfigError(
-            f"volume {name!r}: only configMap, secret, emptyDir and hostPath are supported"
+            f"volume {name!r}: only configMap, secret, emptyDir, hostPath and "
+            "persistentVolumeClaim are supported"
         )
     return paths
+
+
+async def _claimed_path(source: Obj, namespace: str, fetch: Fetch) -> Path:
+    """The directory of the volume bound to a claim (a hostPath or local volume)."""
+    claim_name = source["claimName"]
+    claim = await fetch("persistentvolumeclaims", namespace, claim_name)
+    volume_name = (claim or {}).get("spec", {}).get("volumeName")
+    if not volume_name:
+        raise ContainerConfigError(f"persistentvolumeclaim {claim_name!r} is not bound")
+    volume = await fetch("persistentvolumes", "", volume_name)
+    spec = (volume or {}).get("spec", {})
+    path = (spec.get("hostPath") or spec.get("local") or {}).get("path")
+    if not path:
+        raise ContainerConfigError(
+            f"persistentvolume {volume_name!r} has no hostPath or local path"
+        )
+    return Path(path)
 
 
 def mounts_for(container: Obj, volumes: dict[str, Path]) -> list[Mount]:
