@@ -23,6 +23,9 @@ __all__ = [
     "ErrorResponse",
     "KvbenchTimings",
     "StreamOptions",
+    "TokenizeChatRequest",
+    "TokenizeCompletionRequest",
+    "TokenizeResponse",
     "UsageInfo",
 ]
 
@@ -96,6 +99,34 @@ class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+
+
+class TokenizeCompletionRequest(_Lenient):
+    """``POST /tokenize`` with a prompt (vLLM's ``TokenizeCompletionRequest``)."""
+
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
+    return_token_strs: bool | None = False
+
+
+class TokenizeChatRequest(_Lenient):
+    """``POST /tokenize`` with chat messages (vLLM's ``TokenizeChatRequest``)."""
+
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    add_generation_prompt: bool = True
+    add_special_tokens: bool = False
+    return_token_strs: bool | None = False
+
+
+class TokenizeResponse(BaseModel):
+    """vLLM's ``TokenizeResponse``; KV-aware routers read ``tokens`` to score workers."""
+
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
 
 
 class KvbenchTimings(BaseModel):

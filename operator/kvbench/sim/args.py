@@ -59,10 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=human_int)
     p.add_argument("--max-num-batched-tokens", type=human_int)
     p.add_argument("--enable-prefix-caching", action=bool_flag, default=True)
+    p.add_argument(
+        "--prefix-caching-hash-algo", default="sha256", choices=["sha256", "sha256_cbor"]
+    )
     p.add_argument("--enable-prompt-tokens-details", action=bool_flag, default=False)
     p.add_argument("--enforce-eager", action=bool_flag, default=False)
     p.add_argument("--kv-events-config", help="JSON, as vLLM's --kv-events-config")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tokenizer", help="a tokenizer.json, or a directory holding one")
     sim = p.add_argument_group("simulator only")
     sim.add_argument("--profile", help="timing profile, e.g. qwen3-1.7b-8gb, roofline:h100-80gb")
     sim.add_argument("--gpu-memory-bytes", type=human_int)

@@ -38,9 +38,9 @@ class BlockPool:
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.ref_cnt = [0] * num_gpu_blocks
-        self.block_hash: list[int | None] = [None] * num_gpu_blocks
+        self.block_hash: list[bytes | None] = [None] * num_gpu_blocks
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
-        self.cached: dict[int, list[int]] = {}
+        self.cached: dict[bytes, list[int]] = {}
         self.events: list[KVEvent] | None = [] if record_events else None
 
     @property
@@ -52,12 +52,12 @@ class BlockPool:
         """KV cache usage in [0, 1] as ``vllm:kv_cache_usage_perc`` reports it."""
         return 1.0 - len(self.free_queue) / (self.num_gpu_blocks - 1)
 
-    def get_cached_block(self, block_hash: int) -> int | None:
+    def get_cached_block(self, block_hash: bytes) -> int | None:
         """The first block cached under this hash, or None on a miss."""
         blocks = self.cached.get(block_hash)
         return blocks[0] if blocks else None
 
-    def cache_block(self, block: int, block_hash: int) -> None:
+    def cache_block(self, block: int, block_hash: bytes) -> None:
         """Register a full block under its hash so later requests can hit it."""
         self.block_hash[block] = block_hash
         bucket = self.cached.get(block_hash)

@@ -10,6 +10,8 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kvbench.sim.hashing import HashAlgo
+
 __all__ = ["KVEventsConfig", "SimConfig"]
 
 
@@ -50,10 +52,12 @@ class SimConfig(BaseModel):
     max_num_seqs: int | None = Field(default=None, gt=0)
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
     enable_prefix_caching: bool = True
+    prefix_caching_hash_algo: HashAlgo = "sha256"
     enable_prompt_tokens_details: bool = False
     enforce_eager: bool = False
     kv_events_config: KVEventsConfig | None = None
     seed: int = 0
+    tokenizer: str | None = None
     profile: str | None = None
     gpu_memory_bytes: int | None = Field(default=None, gt=0)
     time_scale: float = Field(default=1.0, ge=0)

@@ -60,7 +60,7 @@ class SimEngine:
             "num_cpu_blocks": "None",
             "num_gpu_blocks": str(self.capacity.num_gpu_blocks),
             "num_gpu_blocks_override": "None",
-            "prefix_caching_hash_algo": "sha256",
+            "prefix_caching_hash_algo": c.prefix_caching_hash_algo,
             "sliding_window": "None",
             "swap_space": "4",
             "engine": "0",
@@ -101,7 +101,7 @@ def build_engine(
         block_size=config.block_size,
         max_model_len=max_model_len,
         enable_caching=config.enable_prefix_caching,
-        hash_seed=config.seed,
+        hash_algo=config.prefix_caching_hash_algo,
         record_events=on_kv_events is not None,
     )
     scheduler = Scheduler(

@@ -2,8 +2,9 @@
 
 Rules kept from ``vllm/v1/core/kv_cache_manager.py`` and ``kv_cache_utils.py``:
 
-- block hashes chain: ``hash((parent_hash, block_token_ids))`` with a seeded root
-  (vLLM's ``NONE_HASH``); only full blocks are hashed and cached;
+- block hashes chain: ``hash_fn((parent_hash, block_token_ids, None))`` from
+  ``NONE_HASH``, with vLLM's algorithms (``kvbench.sim.hashing``); only full blocks are
+  hashed and cached, and a request's hashes are computed once and kept on it;
 - a lookup walks the chain and stops at the first miss; the hit is capped at
   ``num_tokens - 1`` (the last token is recomputed for its logits), so it is block
   aligned and at most ``(num_tokens - 1) // block_size`` blocks;
@@ -18,10 +19,6 @@ Rules kept from ``vllm/v1/core/kv_cache_manager.py`` and ``kv_cache_utils.py``:
   scheduler peeks the waiting queue every step, and counting each attempt would inflate
   ``prefix_cache_queries`` by every step a request waited for blocks ("Record at
   admission so unscheduled lookups are not counted", ``sched/scheduler.py``).
-
-The hash is Python's tuple hash (64 bits, independent of PYTHONHASHSEED for ints)
-rather than vLLM's sha256: consumers of KV events index the hashes they receive, so
-only equality matters.
 """
 
 from __future__ import annotations
@@ -29,12 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvbench.sim.block_pool import BlockPool
+from kvbench.sim.hashing import (
+    HashAlgo,
+    get_hash_fn_by_name,
+    hash_block_tokens,
+    init_none_hash,
+)
 from kvbench.sim.request import SimRequest
 
 __all__ = ["KVCacheManager", "PrefixCacheStats"]
-
-_MASK64 = (1 << 64) - 1
-_ROOT_SALT = 0x6B7662656E6368  # ints only: str hashes vary with PYTHONHASHSEED
 
 
 @dataclass
@@ -59,7 +59,7 @@ class KVCacheManager:
         block_size: int,
         max_model_len: int,
         enable_caching: bool = True,
-        hash_seed: int = 0,
+        hash_algo: HashAlgo = "sha256",
         record_events: bool = False,
     ) -> None:
         self.block_size = block_size
@@ -68,14 +68,15 @@ class KVCacheManager:
         self.pool = BlockPool(
             num_gpu_blocks, enable_caching=enable_caching, record_events=record_events
         )
-        self.none_hash = hash((_ROOT_SALT, hash_seed)) & _MASK64
+        self.hash_fn = get_hash_fn_by_name(hash_algo)
+        self.none_hash = init_none_hash(self.hash_fn)
         self.stats = PrefixCacheStats()
 
     @property
     def usage(self) -> float:
         return self.pool.usage
 
-    def ensure_block_hashes(self, request: SimRequest, num_blocks: int) -> list[int]:
+    def ensure_block_hashes(self, request: SimRequest, num_blocks: int) -> list[bytes]:
         """Extend the request's hash chain to cover its first ``num_blocks`` blocks."""
         hashes = request.block_hashes
         done = len(hashes)
@@ -83,14 +84,15 @@ class KVCacheManager:
             return hashes
         bs = self.block_size
         parent = hashes[-1] if hashes else self.none_hash
+        hash_fn = self.hash_fn
         prompt = request.prompt_token_ids
         full_prompt_blocks = request.num_prompt_tokens // bs
         for i in range(done, num_blocks):
             if i < full_prompt_blocks:
-                tokens = tuple(prompt[i * bs : (i + 1) * bs])
+                tokens = prompt[i * bs : (i + 1) * bs]
             else:
-                tokens = tuple(request.token_ids(i * bs, (i + 1) * bs))
-            parent = hash((parent, tokens)) & _MASK64
+                tokens = request.token_ids(i * bs, (i + 1) * bs)
+            parent = hash_block_tokens(hash_fn, parent, tokens)
             hashes.append(parent)
         return hashes
 

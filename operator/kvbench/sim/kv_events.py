@@ -1,14 +1,18 @@
 """KV cache events over ZMQ in vLLM's wire format, so KV-aware routers can follow the cache.
 
-Wire format (``vllm/distributed/kv_events.py``, msgspec msgpack, ``array_like``):
-a multipart message ``(topic, seq as 8-byte big-endian, payload)`` where payload is
-``[ts, [event, ...], data_parallel_rank]`` and events are tagged arrays
-``["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-medium, lora_name]``, ``["BlockRemoved", block_hashes, medium]``,
-``["AllBlocksCleared"]`` (the layout vllm-router's decoder reads). One batch is
-published per engine step that changed the cache. An optional ROUTER replay endpoint
-answers ``start_seq`` (8-byte big-endian) with the buffered batches and an end marker
-``-1``. Hashes are unsigned 64-bit ints; ``ts`` is wall-clock epoch seconds.
+Wire format (``vllm/distributed/kv_events.py``, msgspec msgpack): a multipart message
+``(topic, seq as 8-byte big-endian, payload)`` where payload is the ``array_like``
+batch ``[ts, [event, ...], data_parallel_rank]`` and each event is a tagged *map*
+(``tag=True``, not ``array_like``, fields left at their defaults omitted):
+``{"type": "BlockStored", "block_hashes", "parent_block_hash", "token_ids",
+"block_size", "lora_id", "medium", "lora_name", "group_idx"}``,
+``{"type": "BlockRemoved", "block_hashes", "medium", "group_idx"}``,
+``{"type": "AllBlocksCleared"}``. vllm-router 0.1.17 rejects the older all-array
+events ("KV event must be a tagged map"). Hashes are ``ExternalBlockHash``es
+(``kvbench.sim.hashing``): 64-bit ints unless ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``.
+One batch is published per engine step that changed the cache; ``ts`` is wall-clock
+epoch seconds. An optional ROUTER replay endpoint answers ``start_seq`` (8-byte
+big-endian) with the buffered batches and an end marker ``-1``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import zmq
 
 from kvbench.sim.block_pool import KVEvent
 from kvbench.sim.config import KVEventsConfig
+from kvbench.sim.hashing import ExternalBlockHash, maybe_convert_block_hash, use_int_block_hashes
 
 __all__ = ["AllBlocksCleared", "BlockRemoved", "BlockStored", "KVEventBatch", "ZmqEventPublisher"]
 
@@ -33,23 +38,25 @@ MEDIUM_GPU = "GPU"
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
 
-class KVCacheEvent(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
+class KVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
     """Base of the tagged event union."""
 
 
 class BlockStored(KVCacheEvent):
-    block_hashes: list[int]
-    parent_block_hash: int | None
+    block_hashes: list[ExternalBlockHash]
+    parent_block_hash: ExternalBlockHash | None
     token_ids: list[int]
     block_size: int
     lora_id: int | None
     medium: str | None
     lora_name: str | None
+    group_idx: int | None = None
 
 
 class BlockRemoved(KVCacheEvent):
-    block_hashes: list[int]
+    block_hashes: list[ExternalBlockHash]
     medium: str | None
+    group_idx: int | None = None
 
 
 class AllBlocksCleared(KVCacheEvent):
@@ -62,25 +69,30 @@ class KVEventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False
     data_parallel_rank: int | None = None
 
 
-def to_wire(events: list[KVEvent], block_size: int) -> list[KVCacheEvent]:
-    """Convert the block pool's event tuples into vLLM's structs."""
+def to_wire(events: list[KVEvent], block_size: int, *, int_hashes: bool) -> list[KVCacheEvent]:
+    """Convert the block pool's event tuples into vLLM's structs (one cache group, 0)."""
     out: list[KVCacheEvent] = []
     for event in events:
         kind = event[0]
         if kind == "stored":
+            parent = event[2]
             out.append(
                 BlockStored(
-                    block_hashes=list(event[1]),
-                    parent_block_hash=event[2],
+                    block_hashes=[maybe_convert_block_hash(h, int_hashes) for h in event[1]],
+                    parent_block_hash=(
+                        None if parent is None else maybe_convert_block_hash(parent, int_hashes)
+                    ),
                     token_ids=list(event[3]),
                     block_size=block_size,
                     lora_id=None,
                     medium=MEDIUM_GPU,
                     lora_name=None,
+                    group_idx=0,
                 )
             )
         elif kind == "removed":
-            out.append(BlockRemoved(block_hashes=list(event[1]), medium=MEDIUM_GPU))
+            hashes = [maybe_convert_block_hash(h, int_hashes) for h in event[1]]
+            out.append(BlockRemoved(block_hashes=hashes, medium=MEDIUM_GPU, group_idx=0))
         else:
             out.append(AllBlocksCleared())
     return out
@@ -91,6 +103,7 @@ class ZmqEventPublisher:
 
     def __init__(self, config: KVEventsConfig, *, block_size: int) -> None:
         self.block_size = block_size
+        self.int_hashes = use_int_block_hashes()
         self._ctx = zmq.Context.instance()
         self._pub = self._ctx.socket(zmq.PUB)
         self._pub.set_hwm(config.hwm)
@@ -122,7 +135,9 @@ class ZmqEventPublisher:
     def publish(self, events: list[KVEvent]) -> None:
         """Send one batch; never blocks (PUB drops at the high-water mark)."""
         batch = KVEventBatch(
-            ts=time.time(), events=to_wire(events, self.block_size), data_parallel_rank=0
+            ts=time.time(),
+            events=to_wire(events, self.block_size, int_hashes=self.int_hashes),
+            data_parallel_rank=0,
         )
         payload = self._encode(batch)
         seq = next(self._seq)

@@ -64,13 +64,23 @@ async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> in
         config.model, sim.profile.name, sim.profile.source, config.time_scale, config.seed,
     )  # fmt: skip
     logger.info(
-        "max_model_len=%d max_num_seqs=%d max_num_batched_tokens=%d prefix_caching=%s",
+        "max_model_len=%d max_num_seqs=%d max_num_batched_tokens=%d prefix_caching=%s "
+        "hash_algo=%s tokenizer=%s",
         sim.max_model_len, sim.max_num_seqs, sim.max_num_batched_tokens,
-        config.enable_prefix_caching,
+        config.enable_prefix_caching, config.prefix_caching_hash_algo,
+        config.tokenizer or "stand-in",
     )  # fmt: skip
     for line in sim.capacity.lines:
         logger.info("%s", line)
-    server = SimServer(sim)
+    try:
+        server = SimServer(
+            sim, kv_events_endpoint=publisher.last_endpoint if publisher is not None else None
+        )
+    except (ValueError, ImportError, OSError) as exc:
+        logger.error("cannot load tokenizer %s: %s", config.tokenizer, exc)
+        if publisher is not None:
+            publisher.close()
+        return 1
     host = config.host or "0.0.0.0"
     uvicorn_logger.info("Started server process [%d]", os.getpid())
     uvicorn_logger.info("Waiting for application startup.")

@@ -99,7 +99,7 @@ class SimRequest:
         self.num_cached_tokens = -1
         self.num_preemptions = 0
         self.blocks: list[int] = []
-        self.block_hashes: list[int] = []
+        self.block_hashes: list[bytes] = []
         self.num_cached_blocks = 0
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None

@@ -5,6 +5,10 @@ Routes (as vLLM serves them):
 - ``POST /v1/completions`` (prompt as text or token ids) and ``POST /v1/chat/completions``,
   both with ``stream`` (SSE ``data: {...}`` events, ``stream_options.include_usage``
   adds a final chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``);
+- ``POST /tokenize`` (a prompt or chat messages; ``{"count", "max_model_len", "tokens",
+  "token_strs"}``), which vllm-router's ``kv_aware`` policy calls on every worker to
+  learn a request's token ids (after ``/v1/completions/render``, which vLLM serves only
+  with ``VLLM_ENABLE_SCALE_OUT_ENDPOINTS=1`` and the simulator not at all);
 - ``GET /health``, ``GET /v1/models``, ``GET /version``, ``GET /metrics``;
 - ``POST /reset_prefix_cache`` only when ``VLLM_SERVER_DEV_MODE=1`` (else 404).
 
@@ -28,13 +32,16 @@ Virtual seconds count from the server's start on the engine clock; TTFT is
 ``first_token_time - arrival_time`` and inter-token latencies are the differences of
 ``token_times``, exact whatever the time scale. ``GET /version`` returns
 ``{"version": ..., "kvbench_sim": {...}}`` with the kvbench version, profile, time
-scale, block count, block size, KV cache tokens and seed.
+scale, block count, block size, KV cache tokens, seed, prefix-caching hash algorithm,
+tokenizer (a path, or null for the stand-in) and the bound KV events endpoint (null
+without ``--kv-events-config``; with ``tcp://HOST:*`` it is how a runner learns the port).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import os
 import time
@@ -46,14 +53,20 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
 from kvbench import __version__
-from kvbench.sim.api_models import ChatCompletionRequest, CompletionRequest
+from kvbench.sim.api_models import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    TokenizeChatRequest,
+    TokenizeCompletionRequest,
+    TokenizeResponse,
+)
 from kvbench.sim.factory import SimEngine
 from kvbench.sim.kv_events import ZmqEventPublisher
 from kvbench.sim.metrics import render_metrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.responses import DONE, ResponseWriter, error_body
 from kvbench.sim.runner import EngineRunner
-from kvbench.sim.tokenizer import SimTokenizer
+from kvbench.sim.tokenizer import load_tokenizer
 
 __all__ = ["VLLM_COMPAT_VERSION", "RunningServer", "SimServer", "start_server"]
 
@@ -88,10 +101,17 @@ def _validation_message(exc: ValidationError) -> str:
 class SimServer:
     """The aiohttp application around one ``SimEngine``."""
 
-    def __init__(self, sim: SimEngine, *, dev_mode: bool | None = None) -> None:
+    def __init__(
+        self,
+        sim: SimEngine,
+        *,
+        dev_mode: bool | None = None,
+        kv_events_endpoint: str | None = None,
+    ) -> None:
         self.sim = sim
         self.config = sim.config
-        self.tokenizer = SimTokenizer(sim.geometry.vocab_size)
+        self.tokenizer = load_tokenizer(self.config.tokenizer, sim.geometry.vocab_size)
+        self.kv_events_endpoint = kv_events_endpoint
         self.runner = EngineRunner(sim.core, time_scale=self.config.time_scale)
         self.worker = self.config.worker_id or ""
         self.dev_mode = (
@@ -111,6 +131,7 @@ class SimServer:
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_post("/v1/completions", self.completions)
         self.app.router.add_post("/v1/chat/completions", self.chat_completions)
+        self.app.router.add_post("/tokenize", self.tokenize)
         if self.dev_mode:
             self.app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         self.app.on_startup.append(self._on_startup)
@@ -149,6 +170,9 @@ class SimServer:
                     "seed": self.config.seed, "worker": self.worker,
                     "max_num_seqs": sim.max_num_seqs,
                     "max_num_batched_tokens": sim.max_num_batched_tokens,
+                    "prefix_caching_hash_algo": self.config.prefix_caching_hash_algo,
+                    "tokenizer": self.config.tokenizer,
+                    "kv_events_endpoint": self.kv_events_endpoint,
                 },
             }
         )  # fmt: skip
@@ -197,7 +221,7 @@ class SimServer:
                 tokens = self.tokenizer.encode(prompt)
             else:
                 tokens = list(prompt)  # type: ignore[arg-type]
-                vocab = self.sim.geometry.vocab_size
+                vocab = self.tokenizer.vocab_size
                 if any(not isinstance(t, int) or t < 0 or t >= vocab for t in tokens):
                     raise _BadRequest(f"Token id out of vocabulary (size {vocab}).")
             if not tokens:
@@ -214,7 +238,7 @@ class SimServer:
             body = ChatCompletionRequest.model_validate_json(await request.read())
             model = self._check_model(body.model)
             text = self.tokenizer.render_chat((m.role, m.text()) for m in body.messages)
-            tokens = self.tokenizer.encode(text)
+            tokens = self.tokenizer.encode(text, add_special_tokens=False)
             max_tokens = self._check_length(
                 len(tokens), body.max_completion_tokens or body.max_tokens
             )
@@ -223,6 +247,33 @@ class SimServer:
         except _BadRequest as exc:
             return _error(exc)
         return await self._generate(request, body, model, tokens, max_tokens, chat=True)
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``/tokenize``: the token ids the completion endpoints would compute."""
+        try:
+            raw = json.loads(await request.read())
+            body: TokenizeCompletionRequest | TokenizeChatRequest
+            if isinstance(raw, dict) and "messages" in raw:
+                body = TokenizeChatRequest.model_validate(raw)
+                text = self.tokenizer.render_chat(
+                    ((m.role, m.text()) for m in body.messages), body.add_generation_prompt
+                )
+            else:
+                body = TokenizeCompletionRequest.model_validate(raw)
+                text = body.prompt
+            self._check_model(body.model)
+        except json.JSONDecodeError as exc:
+            return _error(_BadRequest(f"invalid JSON: {exc}"))
+        except ValidationError as exc:
+            return _error(_BadRequest(_validation_message(exc)))
+        except _BadRequest as exc:
+            return _error(exc)
+        tokens = self.tokenizer.encode(text, add_special_tokens=body.add_special_tokens)
+        strs = [self.tokenizer.decode_one(t) for t in tokens] if body.return_token_strs else None
+        response = TokenizeResponse(
+            count=len(tokens), max_model_len=self.sim.max_model_len, tokens=tokens, token_strs=strs
+        )
+        return web.Response(body=response.model_dump_json(), content_type="application/json")
 
     def _salt(self, tokens: list[int], body: CompletionRequest | ChatCompletionRequest) -> int:
         """Greedy requests with equal prompts generate equal tokens; sampled ones do not."""
@@ -244,7 +295,7 @@ class SimServer:
         request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         sim_request = SimRequest(
             request_id, tokens, max_tokens, arrival_time=0.0,
-            salt=self._salt(tokens, body), vocab_size=self.sim.geometry.vocab_size,
+            salt=self._salt(tokens, body), vocab_size=self.tokenizer.vocab_size,
         )  # fmt: skip
         writer = ResponseWriter(
             chat=chat, request_id=request_id, model=model, worker=self.worker,

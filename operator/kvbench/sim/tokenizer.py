@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterable
+from typing import Protocol
 
-__all__ = ["SimTokenizer"]
+__all__ = ["SimTokenizer", "Tokenizer", "load_tokenizer", "render_chatml"]
 
 _PIECE = re.compile(r"\s?[^\s]{1,4}|\s+")
 _WORDS = (
@@ -71,6 +72,41 @@ _WORDS = (
 _RESERVED = 1000
 
 
+class Tokenizer(Protocol):
+    """What the server needs of a tokenizer."""
+
+    vocab_size: int
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
+
+    def decode_one(self, token_id: int) -> str: ...
+
+    def decode(self, token_ids: Iterable[int]) -> str: ...
+
+    def render_chat(
+        self, messages: Iterable[tuple[str, str]], add_generation_prompt: bool = True
+    ) -> str: ...
+
+
+def render_chatml(messages: Iterable[tuple[str, str]], add_generation_prompt: bool = True) -> str:
+    """ChatML prompt text, with the assistant header when asked (Qwen's template)."""
+    parts = [f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in messages]
+    if add_generation_prompt:
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def load_tokenizer(path: str | None, vocab_size: int) -> Tokenizer:
+    """The ``tokenizer.json`` at ``path`` (a file or a directory holding one), else the
+    stand-in tokenizer over ``vocab_size`` ids. ``tokenizers`` is imported only here: it is
+    not a dependency of kvbench's core."""
+    if path is None:
+        return SimTokenizer(vocab_size)
+    from kvbench.sim.file_tokenizer import FileTokenizer
+
+    return FileTokenizer(path)
+
+
 class SimTokenizer:
     """Text <-> token ids for one vocabulary size."""
 
@@ -80,7 +116,8 @@ class SimTokenizer:
         self._memo: dict[str, int] = {}
         self._words = [" " + w for w in _WORDS]
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text`` (there are no special tokens to add)."""
         memo, span = self._memo, self._span
         ids = []
         for piece in _PIECE.findall(text):
@@ -101,8 +138,7 @@ class SimTokenizer:
         n = len(words)
         return "".join(words[t % n] for t in token_ids)
 
-    def render_chat(self, messages: Iterable[tuple[str, str]]) -> str:
-        """ChatML prompt text with the generation prompt appended (Qwen's template)."""
-        parts = [f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in messages]
-        parts.append("<|im_start|>assistant\n")
-        return "".join(parts)
+    def render_chat(
+        self, messages: Iterable[tuple[str, str]], add_generation_prompt: bool = True
+    ) -> str:
+        return render_chatml(messages, add_generation_prompt)

@@ -2,10 +2,13 @@
 
 The simulator takes the variant's vLLM arguments unchanged, plus the simulator-only flags
 (timing profile, GPU memory, time scale, seed), so a variant means the same thing here as on a
-GPU cluster.
+GPU cluster. When a `kv_aware` router arm will follow the workers' caches, each worker also
+publishes vLLM KV events on its own loopback address (port chosen by the OS; `/version` tells
+the router's arm where, see `arms.py`).
 """
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -32,6 +35,11 @@ class LocalWorker:
         await asyncio.to_thread(self.process.stop)
 
 
+def _needs_kv_events(spec: ExperimentSpec) -> bool:
+    """Whether an arm of the experiment routes on the workers' KV events (`kv_aware`)."""
+    return any(arm.router is not None and arm.router.policy == "kv_aware" for arm in spec.routing)
+
+
 def sim_command(
     spec: ExperimentSpec,
     engine: EngineSpec,
@@ -54,6 +62,9 @@ def sim_command(
         command += ["--gpu-memory-bytes", str(gpu_bytes)]
     if sim.kv_capacity_jitter:
         command += ["--kv-capacity-jitter", f"{sim.kv_capacity_jitter:g}"]
+    if _needs_kv_events(spec):
+        events = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://{host}:*"}
+        command += ["--kv-events-config", json.dumps(events)]
     return command
 
 
