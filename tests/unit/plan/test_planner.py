@@ -45,7 +45,7 @@ def test_request_sequence_is_the_same_in_every_arm_and_variant() -> None:
     arms = plan_experiment(load_experiment(KV_AWARE))
     for (point, trial), group in _group(arms.runs).items():
         assert len({r.seed for r in group}) == 1, (point, trial)
-        assert {r.arm for r in group} == {"service", "cache-aware", "affinity"}
+        assert {r.arm for r in group} == {"service", "cache-aware", "kv-aware", "affinity"}
 
 
 def _group(runs):

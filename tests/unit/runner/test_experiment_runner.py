@@ -17,6 +17,11 @@ def _experiment(**spec_changes):
     document = yaml.safe_load((ROOT / "examples" / "prefix-cache-kv-aware.yaml").read_text())
     document["spec"]["workload"]["sharedPrefix"]["prefixes"] = [2, 7]
     document["spec"]["load"]["trials"] = 2
+    document["spec"]["routing"] = [
+        {"name": "service", "service": {}},
+        {"name": "cache-aware", "router": {"policy": "cache_aware"}},
+        {"name": "affinity", "prefixAffinity": {}},
+    ]
     document["spec"].update(spec_changes)
     return parse_experiment(document)
 
