@@ -214,3 +214,8 @@ def test_a_failing_liveness_probe_restarts_the_container(
     assert status.last_state.terminated.exit_code == 137  # SIGKILL, as a runtime reports it
     assert not pid_alive(first_pid)
     assert int(http_get(ip, 8080, "/pid")) != first_pid
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=lively")
+    told = {(e.reason, e.message) for e in events.items}
+    assert ("Unhealthy", "Liveness probe failed") in told  # as `kubectl describe` shows
+    assert ("Killing", "Container echo failed liveness probe, will be restarted") in told
+    assert ("Started", "Started container echo") in told

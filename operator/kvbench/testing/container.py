@@ -45,6 +45,8 @@ class LaunchSpec:
 
 
 Prepare = Callable[[], Awaitable[LaunchSpec]]
+Record = Callable[[str, str, str], None]
+"""record(kind, reason, message): an event about this container (kind Normal or Warning)."""
 
 
 @dataclass
@@ -73,6 +75,7 @@ class ContainerRunner:
         changed: Callable[[], None],
         restart_policy: str,
         container_id_prefix: str,
+        record: Record,
     ) -> None:
         self.container = container
         self.name: str = container["name"]
@@ -82,6 +85,7 @@ class ContainerRunner:
         self.changed = changed
         self.restart_policy = restart_policy
         self.id_prefix = container_id_prefix
+        self.record = record
         self.s = _State()
         self.process: asyncio.subprocess.Process | None = None
         self.stopping = False
@@ -107,11 +111,11 @@ class ContainerRunner:
                 spec = await self.prepare()
                 argv = self._argv(spec)
             except UnknownImageError as err:
-                self._set(state="waiting", reason="ErrImagePull", message=str(err))
+                self._waiting_on_error("ErrImagePull", str(err))
                 await self._sleep(None)
                 continue
             except (ContainerConfigError, ApiError, httpx.HTTPError) as err:
-                self._set(state="waiting", reason="CreateContainerConfigError", message=str(err))
+                self._waiting_on_error("CreateContainerConfigError", str(err))
                 await self._sleep(2.0)
                 continue
             code = await self._run_process(argv, spec)
@@ -121,10 +125,16 @@ class ContainerRunner:
                 state="waiting", reason="CrashLoopBackOff", message=f"back-off {backoff}s",
                 last_term=self.s.term, term=None,
             )  # fmt: skip
+            self.record("Warning", "BackOff", "Back-off restarting failed container")
             await self._sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX)
             self.s.restarts += 1
         return self.s.exit_code
+
+    def _waiting_on_error(self, reason: str, message: str) -> None:
+        if (self.s.reason, self.s.message) != (reason, message):
+            self.record("Warning", "Failed", f"Error: {message}")
+        self._set(state="waiting", reason=reason, message=message)
 
     def _restarts_after(self, code: int) -> bool:
         return self.restart_policy == "Always" or (self.restart_policy == "OnFailure" and code != 0)
@@ -145,6 +155,9 @@ class ContainerRunner:
     async def _run_process(self, argv: list[str], spec: LaunchSpec) -> int:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         spec.workdir.mkdir(parents=True, exist_ok=True)
+        image = self.container.get("image", "")
+        self.record("Normal", "Pulled", f'Container image "{image}" already present on machine')
+        self.record("Normal", "Created", f"Created container {self.name}")
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -158,8 +171,10 @@ class ContainerRunner:
                 limit=1 << 20,
             )
         except OSError as err:
+            self.record("Warning", "Failed", f"Error: {err}")
             self._terminated(128, "StartError", str(err), now_rfc3339())
             return 128
+        self.record("Normal", "Started", f"Started container {self.name}")
         started_at = now_rfc3339()
         self._set(
             state="running", reason="", message="", started_at=started_at, ready=False,
@@ -220,7 +235,18 @@ class ContainerRunner:
                 started.set()
                 self._set(started=True)
             else:
-                self._kill(signal.SIGKILL)
+                self.record("Warning", "Unhealthy", "Startup probe failed")
+                self._kill_unhealthy("startup")
+
+        def on_readiness(ok: bool) -> None:
+            if not ok:
+                self.record("Warning", "Unhealthy", "Readiness probe failed")
+            self._set(ready=ok)
+
+        def on_liveness(ok: bool) -> None:
+            if not ok:
+                self.record("Warning", "Unhealthy", "Liveness probe failed")
+                self._kill_unhealthy("liveness")
 
         tasks: list[Awaitable[None]] = []
         startup = loop("startupProbe", on_startup)
@@ -228,15 +254,20 @@ class ContainerRunner:
             started.set()
         else:
             tasks.append(startup.run(until_success=True))
-        readiness = loop("readinessProbe", lambda ok: self._set(ready=ok))
+        readiness = loop("readinessProbe", on_readiness)
         if readiness is None:
             self._set(ready=True)
         else:
             tasks.append(readiness.run(after=started))
-        liveness = loop("livenessProbe", lambda ok: None if ok else self._kill(signal.SIGKILL))
+        liveness = loop("livenessProbe", on_liveness)
         if liveness is not None:
             tasks.append(liveness.run(after=started))
         return tasks
+
+    def _kill_unhealthy(self, probe: str) -> None:
+        message = f"Container {self.name} failed {probe} probe, will be restarted"
+        self.record("Normal", "Killing", message)
+        self._kill(signal.SIGKILL)
 
     def _kill(self, sig: int) -> None:
         if self.process is not None and self.process.returncode is None:
@@ -249,6 +280,7 @@ class ContainerRunner:
         self._wake.set()
         if self.process is None or self.process.returncode is not None:
             return
+        self.record("Normal", "Killing", f"Stopping container {self.name}")
         self._kill(signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(self.process.wait()), grace)

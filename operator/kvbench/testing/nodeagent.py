@@ -22,6 +22,7 @@ from typing import Any
 from kvbench.testing.config import AgentConfig, PlacedNode
 from kvbench.testing.container import ContainerRunner
 from kvbench.testing.dns import hosts_file
+from kvbench.testing.events import EventRecorder
 from kvbench.testing.kubeapi import ApiError, KubeApi, Reflector
 from kvbench.testing.kubeletapi import KubeletApi
 from kvbench.testing.nodes import heartbeat, register_node
@@ -67,7 +68,9 @@ class NodeAgent:
         self.runners: dict[str, PodRunner] = {}
         self.terminating: set[str] = set()
         self.api = KubeApi(config.access)
-        self.context = AgentContext(self.api, self.fetch, MountPoints(), self.hosts_for)
+        self.context = AgentContext(
+            self.api, self.fetch, MountPoints(), self.hosts_for, EventRecorder(self.api)
+        )
         self.pods = Reflector(
             self.api, "/api/v1/pods", self.on_pod, fieldSelector="spec.nodeName!="
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.testing.container import ContainerRunner, LaunchSpec, now_rfc3339
+from kvbench.testing.events import EventRecorder
 from kvbench.testing.kubeapi import ApiError, KubeApi
 from kvbench.testing.podenv import Fetch, resolve_env
 from kvbench.testing.volumes import Mount, MountPoints, materialize_volumes, mounts_for
@@ -37,6 +38,7 @@ class AgentContext:
     mount_points: MountPoints
     hosts: Callable[[Obj, str], str]
     """hosts(pod, pod_ip): the pod's /etc/hosts as the cluster stands now."""
+    events: EventRecorder
 
 
 class PodRunner:
@@ -68,9 +70,12 @@ class PodRunner:
         prefix = f"kvbench://{self.uid}"
 
         def runner(container: Obj, restart: str) -> ContainerRunner:
+            def record(kind: str, reason: str, message: str) -> None:
+                agent.events.record(self.pod, container["name"], kind, reason, message)
+
             return ContainerRunner(
                 container, pod_ip, directory / "logs", lambda: self._prepare(container),
-                self._changed, restart, prefix,
+                self._changed, restart, prefix, record,
             )  # fmt: skip
 
         init_policy = "Never" if policy == "Never" else "OnFailure"
