@@ -5,6 +5,7 @@ A failing test's report carries the tail of every harness process's log.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -17,6 +18,8 @@ from kvbench.testing.wait import wait_for
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[TestCluster]:
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster needs root: apt-get for its build, mount namespaces for pods")
     test_cluster = TestCluster().start()
     try:
         yield test_cluster

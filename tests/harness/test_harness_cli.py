@@ -15,6 +15,8 @@ import yaml
 
 from kvbench.testing.wait import wait_for
 
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the test cluster needs root")
+
 
 def test_testcluster_up_serves_kubectl_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
