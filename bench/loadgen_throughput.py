@@ -9,7 +9,9 @@ returning a fixed vLLM-shaped SSE body. For each connection mode:
   answers at once the measured TTFT is the client's (and loopback's) own time, an upper
   bound of what the client adds to a real TTFT.
 
-An httpx loop with the same SSE handling is measured beside it, for the library choice.
+An httpx loop with the same SSE handling is measured beside it, for the library choice, and
+a bare asyncio-streams client at the same rates gives the floor that loopback, nginx and the
+machine's scheduling set for any Python client.
 
     .venv/bin/python bench/loadgen_throughput.py [--requests 20000] [--tokens 16]
 
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -167,6 +170,41 @@ async def _httpx_loop(url: str, requests: int, keep_alive: bool) -> dict[str, An
     }
 
 
+async def _raw_open_loop(port: int, rate: float, requests: int) -> dict[str, Any]:
+    """The floor: a bare asyncio-streams client (no HTTP library) at the same Poisson rate,
+    new connection each; what it measures is loopback, nginx and scheduling, not a library."""
+    request = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    ttfts: list[float] = []
+
+    async def one() -> None:
+        start, first = time.perf_counter(), None
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        while chunk := await reader.read(65536):
+            if first is None and b'"usage":null' in chunk:
+                first = time.perf_counter()
+        writer.close()
+        ttfts.append((first or time.perf_counter()) - start)
+
+    rng, due, tasks = random.Random(1), time.perf_counter(), []
+    for _ in range(requests):
+        due += rng.expovariate(rate)
+        if (delay := due - time.perf_counter()) > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    ttfts.sort()
+    return {
+        "connection": "new",
+        "offered_rate": rate,
+        "ttft_p50_ms": round(percentile(ttfts, 50) * 1e3, 3),
+        "ttft_p99_ms": round(percentile(ttfts, 99) * 1e3, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20000)
@@ -188,6 +226,11 @@ def main() -> None:
                 rows.append(
                     {"client": "kvbench (aiohttp+uvloop)", "mode": f"{fraction:.0%}", **row}
                 )
+                if connection == "new":
+                    floor = uvloop.run(_raw_open_loop(server.port, rate, n))
+                    rows.append(
+                        {"client": "raw sockets (floor)", "mode": f"{fraction:.0%}", **floor}
+                    )
         for keep_alive in (False, True):
             n = min(args.requests, 5000)
             row = uvloop.run(_httpx_loop(server.url, n, keep_alive))
