@@ -62,6 +62,9 @@ class DirectMetrics(ApiModel):
         ..., min_length=1, description="Pod name -> full URL of its /metrics"
     )
     timeout: Duration = "10s"
+    settle: Duration = Field(
+        "200ms", description="Read again after this until two reads agree (late counting)"
+    )
 
 
 class PrometheusMetrics(ApiModel):

@@ -42,6 +42,7 @@ COUNTERS: dict[str, tuple[str, ...]] = {
 are summed over their labels (engine, model_name, finished_reason)."""
 
 CACHE_INFO = "vllm:cache_config_info"
+_SETTLE_READS = 10
 
 
 class PodCounters(ApiModel):
@@ -86,16 +87,35 @@ def kv_cache_tokens(labels: dict[str, str]) -> int | None:
 
 
 class DirectCounters:
-    """Scrapes each pod's /metrics URL; a direct read is current, so `edge` needs no wait."""
+    """Scrapes each pod's /metrics URL until two reads `settle` seconds apart agree.
+
+    A server may count a request a moment after streaming its last token (vLLM records
+    the engine's stats as it processes the same output batch), so the first read right after
+    the window can miss the last step; equal consecutive reads mean nothing is in flight.
+    """
 
     def __init__(self, config: DirectMetrics) -> None:
         self._pods = dict(config.pods)
         self._timeout = parse_duration(config.timeout)
+        self._settle = parse_duration(config.settle)
         self.notes: list[str] = []
 
     async def snapshot(self, edge: float) -> dict[str, PodCounters]:
         async with httpx.AsyncClient(timeout=self._timeout) as http:
-            pages = await asyncio.gather(*(http.get(url) for url in self._pods.values()))
+            last = await self._read(http)
+            for _ in range(_SETTLE_READS):
+                await asyncio.sleep(self._settle)
+                current = await self._read(http)
+                if current == last:
+                    return current
+                last = current
+        self.notes.append(
+            f"counters still moving after {_SETTLE_READS} reads {self._settle:g}s apart"
+        )
+        return last
+
+    async def _read(self, http: httpx.AsyncClient) -> dict[str, PodCounters]:
+        pages = await asyncio.gather(*(http.get(url) for url in self._pods.values()))
         out = {}
         for pod, page in zip(self._pods, pages, strict=True):
             page.raise_for_status()

@@ -26,6 +26,8 @@ class Behaviour:
     stall: Callable[[int], bool] = lambda n: False
     raw_stream: Callable[[int, dict[str, Any]], list[bytes]] | None = None
     crlf: bool = False
+    count_delay: float = 0.0
+    """Seconds after a response before /metrics counts it (vLLM records stats a moment late)."""
 
 
 @dataclass
@@ -180,10 +182,17 @@ class FakeOpenAI:
         final = {"id": "c", "choices": [], "usage": usage}
         out.append(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
         out.append(b"data: [DONE]\n\n")
-        c = self.counters
-        c.queries += prompt_tokens
-        c.hits += cached
-        c.prompt += prompt_tokens
-        c.generation += tokens
-        c.success += 1
+
+        def count() -> None:
+            c = self.counters
+            c.queries += prompt_tokens
+            c.hits += cached
+            c.prompt += prompt_tokens
+            c.generation += tokens
+            c.success += 1
+
+        if self.behaviour.count_delay:
+            asyncio.get_running_loop().call_later(self.behaviour.count_delay, count)
+        else:
+            count()
         return out
