@@ -11,6 +11,8 @@ import asyncio
 import logging
 from typing import Any
 
+import httpx
+
 from kvbench.testing.container import now_rfc3339
 from kvbench.testing.kubeapi import ApiError, KubeApi
 
@@ -61,5 +63,5 @@ class EventRecorder:
         }
         try:
             await self.api.create(f"/api/v1/namespaces/{meta['namespace']}/events", event)
-        except (ApiError, OSError) as err:
+        except (ApiError, OSError, httpx.HTTPError) as err:
             log.debug("event %s for %s: %s", reason, meta["name"], err)

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from kvbench.testing.config import AgentConfig, PlacedNode
 from kvbench.testing.container import ContainerRunner
 from kvbench.testing.dns import hosts_file
@@ -35,6 +37,7 @@ __all__ = ["IpPool", "NodeAgent", "main"]
 Obj = dict[str, Any]
 log = logging.getLogger("kvbench.testing.nodeagent")
 _SHUTDOWN_GRACE = 5.0
+_DELETE_ATTEMPTS = 10
 
 
 class IpPool:
@@ -204,24 +207,31 @@ class NodeAgent:
     async def _terminate(self, runner: PodRunner, grace: float, delete: bool) -> None:
         uid = runner.uid
         log.info("pod %s: stopping (grace %ss)", runner.path, grace)
-        await runner.stop(grace)
-        if delete:
-            await self._delete(runner.pod)
-        self.runners.pop(uid, None)
-        self.terminating.discard(uid)
-        runner.remove_files()
+        try:
+            await runner.stop(grace)
+            if delete:
+                await self._delete(runner.pod)
+        finally:
+            self.runners.pop(uid, None)
+            self.terminating.discard(uid)
+            runner.remove_files()
 
     async def _delete(self, pod: Obj) -> None:
         """The kubelet's last word on a pod: delete it now that nothing of it runs."""
         meta = pod["metadata"]
         body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
-        try:
-            await self.api.delete(
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", body
-            )
-        except ApiError as err:
-            if err.status not in (404, 409):
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        for _ in range(_DELETE_ATTEMPTS):
+            try:
+                await self.api.delete(path, body)
+                return
+            except ApiError as err:
+                if err.status in (404, 409):  # gone already, or another pod by that name
+                    return
                 log.warning("deleting pod %s: %s", meta["name"], err)
+            except httpx.HTTPError as err:
+                log.warning("deleting pod %s: %s", meta["name"], err)
+            await asyncio.sleep(1.0)
 
 
 async def _main(config: AgentConfig) -> None:

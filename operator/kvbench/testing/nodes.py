@@ -11,6 +11,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
+
 from kvbench.testing.config import PlacedNode
 from kvbench.testing.container import now_rfc3339
 from kvbench.testing.kubeapi import ApiError, KubeApi
@@ -118,6 +120,6 @@ async def heartbeat(api: KubeApi, nodes: list[PlacedNode]) -> None:
                 await _renew_lease(api, node.name)
                 await api.patch(f"/api/v1/nodes/{node.name}/status",
                                 {"status": {"conditions": _conditions(since)}})  # fmt: skip
-            except (ApiError, OSError) as err:
+            except (ApiError, OSError, httpx.HTTPError) as err:
                 log.warning("heartbeat of %s: %s", node.name, err)
         await asyncio.sleep(HEARTBEAT_SECONDS)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from kvbench.testing.container import ContainerRunner, LaunchSpec, now_rfc3339
 from kvbench.testing.events import EventRecorder
 from kvbench.testing.kubeapi import ApiError, KubeApi
@@ -169,7 +171,7 @@ class PodRunner:
         writer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await writer
-        with contextlib.suppress(ApiError, OSError):
+        with contextlib.suppress(ApiError, OSError, httpx.HTTPError):
             await self._write_status()
 
     async def stop(self, grace: float) -> None:
@@ -238,7 +240,7 @@ class PodRunner:
                 log.warning("status of %s: %s", self.path, err)
                 self._dirty.set()
                 await asyncio.sleep(1.0)
-            except OSError as err:
+            except (OSError, httpx.HTTPError) as err:
                 log.warning("status of %s: %s", self.path, err)
                 self._dirty.set()
                 await asyncio.sleep(1.0)
