@@ -139,7 +139,10 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
         run_summary=to_run_summary(summary, health),
         client=health,
         counters=report,
-        warnings=warnings(summary, health, config.time_scale, _observed_scale(records)),
+        warnings=[
+            *([f"counters not read: {report.error}"] if report.error else []),
+            *warnings(summary, health, config.time_scale, _observed_scale(records)),
+        ],
         requests=records,
         config=config,
     )

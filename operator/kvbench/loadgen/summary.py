@@ -22,6 +22,7 @@ __all__ = [
     "HitRates",
     "Stats",
     "Summary",
+    "cache_reporting",
     "hit_rates",
     "percentile",
     "stats",
@@ -68,7 +69,11 @@ class HitRates(ApiModel):
         None, description="Sum of prefix_cache_hits / sum of prefix_cache_queries deltas"
     )
     agree: bool | None = Field(None, description="The two token hit rates agree to 3 decimals")
-    reported: int = Field(0, description="Successful requests whose response gave cached_tokens")
+    reported: int = Field(
+        0,
+        description="Successful requests whose response gave cached_tokens (the others "
+        "count as misses once any response of the run gave it)",
+    )
 
 
 class Summary(ApiModel):
@@ -112,14 +117,25 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
-def hit_rates(ok: list[RequestRecord], pods: list[PodResult] | None) -> HitRates:
-    reported = [r for r in ok if r.cached_tokens is not None]
-    rates = HitRates(reported=len(reported))
-    if reported:
-        rates.request_hit_rate = sum(1 for r in reported if r.hit) / len(reported)
+def cache_reporting(records: Iterable[RequestRecord]) -> bool:
+    """Whether the server reports cached tokens at all. Some vLLM releases leave
+    `prompt_tokens_details` out when no token was cached, so once any response of the run
+    reported a number, a successful response without one is a miss, not an unknown."""
+    return any(r.cached_tokens is not None for r in records)
+
+
+def _hit(r: RequestRecord, reporting: bool) -> bool | None:
+    if r.cached_tokens is None:
+        return False if reporting else None
+    return r.cached_tokens > 0
+
+
+def hit_rates(ok: list[RequestRecord], pods: list[PodResult] | None, reporting: bool) -> HitRates:
+    rates = HitRates(reported=sum(1 for r in ok if r.cached_tokens is not None))
+    if reporting and ok:
+        rates.request_hit_rate = sum(1 for r in ok if _hit(r, reporting)) / len(ok)
         rates.token_hit_rate_responses = _ratio(
-            sum(r.cached_tokens or 0 for r in reported),
-            sum(r.prompt_tokens or 0 for r in reported),
+            sum(r.cached_tokens or 0 for r in ok), sum(r.prompt_tokens or 0 for r in ok)
         )
     if pods:
         rates.token_hit_rate_counters = _ratio(
@@ -131,7 +147,9 @@ def hit_rates(ok: list[RequestRecord], pods: list[PodResult] | None) -> HitRates
     return rates
 
 
-def _figures(ok: list[RequestRecord], window: float | None, simulated: bool) -> ClockFigures:
+def _figures(
+    ok: list[RequestRecord], window: float | None, simulated: bool, reporting: bool
+) -> ClockFigures:
     def timing(r: RequestRecord) -> tuple[float | None, float | None, list[float]]:
         if simulated:
             return (r.sim.ttft, r.sim.e2e, r.sim.itl) if r.sim else (None, None, [])
@@ -146,8 +164,9 @@ def _figures(ok: list[RequestRecord], window: float | None, simulated: bool) -> 
         if first is None:
             continue
         ttft.append(first)
-        if r.hit is not None:
-            (ttft_hit if r.hit else ttft_miss).append(first)
+        hit = _hit(r, reporting)
+        if hit is not None:
+            (ttft_hit if hit else ttft_miss).append(first)
         if total is not None and (r.output_tokens or 0) > 1:
             tpot.append((total - first) / ((r.output_tokens or 0) - 1))
     tokens = sum(r.output_tokens or 0 for r in ok)
@@ -188,6 +207,7 @@ def summarize(
     simulated second, when the server is the simulator."""
     measured = [r for r in records if r.phase == "measured"]
     ok = [r for r in measured if r.ok]
+    reporting = cache_reporting(r for r in records if r.ok)
     failed = Counter(r.error_kind or "" for r in measured if not r.ok)
     summary = Summary(
         requests=len(measured),
@@ -196,13 +216,13 @@ def summarize(
         errors_by_kind=dict(sorted(failed.items())),
         prompt_tokens=sum(r.prompt_tokens or 0 for r in ok),
         output_tokens=sum(r.output_tokens or 0 for r in ok),
-        hit_rates=hit_rates(ok, pods),
-        wall=_figures(ok, window_seconds, simulated=False),
+        hit_rates=hit_rates(ok, pods, reporting),
+        wall=_figures(ok, window_seconds, simulated=False, reporting=reporting),
     )
     if ok and all(r.sim is not None for r in ok):
         summary.latency_clock = "simulated"
         window = _simulated_window(ok, window_seconds, time_scale)
-        summary.simulated = _figures(ok, window, simulated=True)
+        summary.simulated = _figures(ok, window, simulated=True, reporting=reporting)
     return summary
 
 
@@ -243,7 +263,8 @@ def warnings(
     if summary.succeeded and summary.hit_rates.reported == 0:
         out.append(
             "no response reported usage.prompt_tokens_details.cached_tokens: start vLLM with "
-            "--enable-prompt-tokens-details, or every request looks like a miss"
+            "--enable-prompt-tokens-details (some releases also leave it out on a miss, so a "
+            "run without a single hit reads the same)"
         )
     if summary.hit_rates.agree is False:
         out.append(

@@ -109,6 +109,18 @@ def test_a_failing_server_yields_counted_errors(make_fake) -> None:
     assert result.run_summary.errors == http + cut
 
 
+def test_unreadable_counters_keep_the_measured_requests(fake: FakeOpenAI) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    metrics = {"kind": "direct", "pods": {"gone": f"http://127.0.0.1:{closed}/metrics"}}
+    result = run_sync(small_config(fake.url, metrics=metrics))
+    assert result.summary.succeeded == MEASURED
+    assert result.counters.error and result.counters.pods is None
+    assert result.warnings[0].startswith("counters not read")
+    assert result.run_summary.token_hit_rate is None
+
+
 def test_refused_connections_are_errors(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

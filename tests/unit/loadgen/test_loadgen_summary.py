@@ -98,3 +98,14 @@ def test_to_record_counts_chunks_when_usage_is_missing() -> None:
     assert record.output_tokens == 3 and record.cached_tokens is None
     assert record.ttft == pytest.approx(0.1) and record.itl == pytest.approx([0.1, 0.2])
     assert (record.due, record.start) == (0.0, 0.5)
+
+
+def test_a_missing_cached_tokens_is_a_miss_once_the_server_reports_them() -> None:
+    """Some vLLM releases leave prompt_tokens_details out when nothing was cached."""
+    records = [_rec(0, cached=64, ttft=0.01), _rec(1, cached=None, ttft=0.2)]
+    s = summarize(records, None, 1.0)
+    assert s.hit_rates.request_hit_rate == 0.5 and s.hit_rates.reported == 1
+    assert s.hit_rates.token_hit_rate_responses == pytest.approx(64 / 200)
+    assert s.wall.ttft_miss.p50 == 0.2 and s.wall.ttft_hit.p50 == 0.01
+    silent = summarize([_rec(0, cached=None), _rec(1, cached=None)], None, 1.0)
+    assert silent.hit_rates.request_hit_rate is None and silent.wall.ttft_miss.count == 0
