@@ -48,3 +48,9 @@ def six_workers(tmp_path_factory) -> list[RunRecord]:
 def three_workers(tmp_path_factory) -> list[RunRecord]:
     experiment = article_002("3w", [{"name": "service", "service": {}}], [2, 7, 12, 24])
     return run_experiment(experiment, tmp_path_factory.mktemp("three-workers"))
+
+
+@pytest.fixture(scope="session")
+def run_local():
+    """Run an experiment on the local back end into a directory; returns its records."""
+    return run_experiment

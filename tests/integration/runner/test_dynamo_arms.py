@@ -1,0 +1,50 @@
+"""Dynamo arms on the local back end: the Service, Dynamo's random router and its KV router
+on one seeded request sequence, under cache pressure (16 prefixes over 4 workers that hold
+~3.95 requests each, 16 in flight)."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvbench.api import RunRecord, parse_experiment
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def dynamo_runs(tmp_path_factory, run_local) -> dict[str, RunRecord]:
+    document = yaml.safe_load((ROOT / "examples" / "prefix-cache-dynamo.yaml").read_text())
+    document = copy.deepcopy(document)
+    document["spec"]["workload"]["sharedPrefix"]["prefixes"] = [16]
+    document["spec"]["load"]["trials"] = 1
+    records = run_local(parse_experiment(document), tmp_path_factory.mktemp("dynamo"))
+    return {r.arm: r for r in records}
+
+
+def test_identical_sequences_and_no_errors(dynamo_runs) -> None:
+    assert {r.digest for r in dynamo_runs.values()} == {dynamo_runs["service"].digest}
+    assert all(r.summary.errors == 0 and r.summary.requests == 320 for r in dynamo_runs.values())
+
+
+def test_kv_router_beats_random_on_hits_and_ttft(dynamo_runs) -> None:
+    kv, random = dynamo_runs["dynamo-kv"].summary, dynamo_runs["dynamo-random"].summary
+    assert kv.request_hit_rate > random.request_hit_rate + 0.15
+    assert kv.ttft_p50 < random.ttft_p50
+
+
+def test_simulator_and_mocker_agree_under_random_routing(dynamo_runs) -> None:
+    """Two independent implementations of vLLM's prefix cache, both behind random routing,
+    on the same requests: their hit rates agree, and follow min(1, 3.95 / prefixes)."""
+    sim = dynamo_runs["service"].summary.request_hit_rate
+    mocker = dynamo_runs["dynamo-random"].summary.request_hit_rate
+    assert sim == pytest.approx(mocker, abs=0.06)
+    assert sim == pytest.approx(3.95 / 16, abs=0.06)
+    assert mocker == pytest.approx(3.95 / 16, abs=0.06)
+
+
+def test_mockers_hold_what_the_simulated_workers_hold(dynamo_runs) -> None:
+    for record in dynamo_runs.values():
+        assert {p.kv_cache_tokens for p in record.pods} == {9360}
+        assert len(record.pods) == 4
