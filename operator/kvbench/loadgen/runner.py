@@ -69,8 +69,13 @@ class _Phase:
         self._router = make_router(config.target, config.path)
         self._client, self._config, self._progress = client, config, progress
 
-    async def run(self, name: str, requests: list[Request], schedule: Schedule) -> list[Attempt]:
-        bodies = [encode_body(r, self._config.model, self._config.api) for r in requests]
+    def bodies(self, requests: list[Request]) -> list[bytes]:
+        """Encoded ahead of the phase, so the window holds sending only."""
+        return [encode_body(r, self._config.model, self._config.api) for r in requests]
+
+    async def run(
+        self, name: str, requests: list[Request], bodies: list[bytes], schedule: Schedule
+    ) -> list[Attempt]:
         attempts: list[Attempt | None] = [None] * len(requests)
         done = 0
 
@@ -105,16 +110,19 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
         config.connection, config.request_timeout_seconds, config.connect_timeout_seconds
     ) as client:
         phase = _Phase(config, client, progress)
+        warm_schedule = warmup_schedule(config.point, schedule.kind == "scheduled")
         warm = await phase.run(
-            "warmup", sequence.warmup, warmup_schedule(config.point, schedule.kind == "scheduled")
+            "warmup", sequence.warmup, phase.bodies(sequence.warmup), warm_schedule
         )
+        bodies = phase.bodies(sequence.measured)
         before = await _read(counters, report)
         monitor = LoopMonitor()
         monitor.start()
         with _no_gc_pauses():
-            window_start = time.perf_counter()
-            measured = await phase.run("measured", sequence.measured, schedule)
-            window_end = time.perf_counter()
+            began = time.perf_counter()
+            measured = await phase.run("measured", sequence.measured, bodies, schedule)
+        window_start = min((a.start for a in measured), default=began)
+        window_end = max((a.end for a in measured), default=window_start)
         lateness = _lateness_p99(measured) if schedule.offsets is not None else None
         health = await monitor.stop(config.lag_threshold, lateness)
         after = await _read(counters, report) if before is not None else None
