@@ -1,0 +1,31 @@
+"""The client-bound judgement: a blocked event loop is caught, an idle one is not."""
+
+import asyncio
+import time
+
+from kvbench.loadgen.loop_monitor import LoopMonitor
+
+
+def _watch(block: float, rounds: int) -> object:
+    async def main() -> object:
+        monitor = LoopMonitor(interval=0.002)
+        monitor.start()
+        for _ in range(rounds):
+            await asyncio.sleep(0.004)
+            time.sleep(block)  # the loop is held, as a saturated client holds it
+        return await monitor.stop(lag_threshold=0.005, lateness_p99=None)
+
+    return asyncio.run(main())
+
+
+def test_a_blocked_loop_is_client_bound() -> None:
+    health = _watch(block=0.03, rounds=10)
+    assert health.client_bound
+    assert health.loop_lag_max >= 0.02
+    assert any("event-loop lag" in reason for reason in health.reasons)
+
+
+def test_an_idle_loop_is_not() -> None:
+    health = _watch(block=0.0, rounds=10)
+    assert health.cpu_utilization is not None and health.cpu_utilization < 0.9
+    assert health.loop_lag_p50 is not None and health.loop_lag_p50 < 0.005
