@@ -60,6 +60,9 @@ class Conditions(ApiModel):
     schedule: str = Field(..., description="closed, poisson or scheduled")
     target: str = Field(..., description="The target URL, or prefix-affinity")
     endpoints: list[str] = Field(default_factory=list, description="Pods, under prefix-affinity")
+    groups_by_pod: dict[str, list[int]] = Field(
+        default_factory=dict, description="Prefix-affinity: the prefix groups each pod serves"
+    )
     connection: Literal["new", "keep-alive"]
     metrics_source: str | None = None
     time_scale: float | None = Field(

@@ -66,7 +66,8 @@ class _Phase:
     """Sends one phase's requests and keeps every attempt, in sequence order."""
 
     def __init__(self, config: RunConfig, client: Client, progress: Progress | None) -> None:
-        self._router = make_router(config.target, config.path)
+        groups = config.point.prefixes if config.workload.shared_prefix is not None else None
+        self.router = make_router(config.target, config.path, groups)
         self._client, self._config, self._progress = client, config, progress
 
     def bodies(self, requests: list[Request]) -> list[bytes]:
@@ -81,7 +82,7 @@ class _Phase:
 
         async def send(request: Request, due: float) -> None:
             nonlocal done
-            route = self._router.route(request)
+            route = self.router.route(request)
             attempt = Attempt(request, route.endpoint, due)
             attempts[request.index] = attempt
             await self._client.send(route.url, bodies[request.index], attempt)
@@ -135,7 +136,9 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
     time_scale = _time_scale(records, config)
     summary = summarize(records, report.pods, window_end - window_start, time_scale)
     return LoadgenResult(
-        conditions=_conditions(config, sequence, schedule, time_scale, event_loop_name()),
+        conditions=_conditions(
+            config, sequence, schedule, time_scale, event_loop_name(), phase.router.owners
+        ),
         window=Window(
             started_at=started + timedelta(seconds=window_start - origin),
             finished_at=started + timedelta(seconds=window_end - origin),
@@ -210,6 +213,7 @@ def _conditions(
     schedule: Schedule,
     time_scale: float | None,
     loop: str,
+    owners: dict[int, str],
 ) -> Conditions:
     target = config.target
     return Conditions(
@@ -228,6 +232,10 @@ def _conditions(
         schedule=schedule.kind,
         target=target.url if isinstance(target, UrlTarget) else "prefix-affinity",
         endpoints=sorted(target.pods) if isinstance(target, PrefixAffinityTarget) else [],
+        groups_by_pod={
+            pod: sorted(g for g, owner in owners.items() if owner == pod)
+            for pod in sorted(set(owners.values()))
+        },
         connection=config.connection,
         metrics_source=config.metrics.kind if config.metrics else None,
         time_scale=time_scale,

@@ -6,7 +6,7 @@ from collections import Counter
 from kvbench.api.status import Point
 from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
 from kvbench.loadgen.config import PrefixAffinityTarget, UrlTarget
-from kvbench.loadgen.routing import make_router
+from kvbench.loadgen.routing import bounded_assignment, make_router
 from kvbench.loadgen.workload import Request
 
 
@@ -22,7 +22,8 @@ def test_url_target_sends_everything_to_one_url() -> None:
     }
 
 
-def test_prefix_affinity_is_consistent() -> None:
+def test_rendezvous_hashing_is_consistent() -> None:
+    """Without a known group count: plain rendezvous hashing of each key."""
     pods = {f"pod-{i}": f"http://10.0.0.{i}:8000" for i in range(6)}
     router = make_router(PrefixAffinityTarget(pods=pods), "/v1/completions")
     owner = {g: router.route(_req(g, g)).endpoint for g in range(600)}
@@ -34,6 +35,20 @@ def test_prefix_affinity_is_consistent() -> None:
     smaller = make_router(PrefixAffinityTarget(pods=pods), "/v1/completions")
     moved = [g for g in range(600) if smaller.route(_req(g, g)).endpoint != owner[g]]
     assert moved and all(owner[g] == "pod-3" for g in moved)
+
+
+def test_bounded_loads_keep_a_few_prefixes_balanced() -> None:
+    pods = {f"pod-{i}": f"http://10.0.0.{i}:8000" for i in range(3)}
+    target = PrefixAffinityTarget(pods=pods)
+    plain = Counter(make_router(target, "/p").route(_req(g, g)).endpoint for g in range(12))
+    bounded = make_router(target, "/p", groups=12)
+    owners = {g: bounded.route(_req(100 + g, g)).endpoint for g in range(12)}
+    assert Counter(owners.values()) == {p: 4 for p in pods}
+    assert owners == bounded_assignment(12, list(pods)) == bounded.owners
+    assert max(plain.values()) >= 4  # the plain hash is at best as even
+    # 7 prefixes over 6 pods: one pod takes two, none takes more
+    six = {f"p{i}": f"http://h{i}:1" for i in range(6)}
+    assert max(Counter(bounded_assignment(7, list(six)).values()).values()) == 2
 
 
 def test_requests_without_a_group_spread_over_pods() -> None:
