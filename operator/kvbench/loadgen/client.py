@@ -2,9 +2,10 @@
 
 Library choice: aiohttp (with uvloop when installed). The measured path must carry at least
 3,000 streamed requests per second on one core with a new TCP connection each, or the client
-and not the server sets the pace. On this kind of machine httpx reached about 1,100 such
-requests per second; aiohttp with `force_close` and uvloop about 5,000 (bench/loadgen_*.py),
-and it is a well-kept library. httpx stays where speed does not matter (scrapes, control).
+and not the server sets the pace. Against nginx on this kind of machine
+(bench/loadgen_throughput.py) httpx reached about 1,200-1,500 such requests per second, this
+path with aiohttp (`force_close`) on uvloop 4,600-5,000, and aiohttp is a well-kept library.
+httpx stays where speed does not matter (scrapes, control calls).
 
 Hot-path rules: bodies are encoded before the run; a token chunk is recognised without
 parsing its JSON (`"usage":null` plus non-empty text), and only other events are parsed

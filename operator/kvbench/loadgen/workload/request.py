@@ -2,7 +2,7 @@
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
@@ -18,7 +18,7 @@ class Request:
     phase: Phase
     index: int
     prompt: tuple[int, ...] | str
-    prompt_tokens: int = field(metadata={"doc": "Intended prompt length in tokens"})
+    prompt_tokens: int  # intended length in tokens (a text prompt's is approximate)
     max_tokens: int
     group: int | None = None
     role: Literal["request", "stream", "inject"] = "request"
