@@ -20,7 +20,7 @@ class NodeSpec(BaseModel):
     """A node a test asks for: a GPU node has `gpus` > 0 and NVIDIA's labels."""
 
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    gpus: int = Field(0, ge=0)
+    gpus: int = Field(default=0, ge=0)
     gpu_product: str = "NVIDIA-L4"
     cpu: str = "8"
     memory: str = "32Gi"

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,7 +217,7 @@ class ContainerRunner:
     def container_id(self) -> str:
         return f"{self.id_prefix}-{self.name}-{self.s.restarts}"
 
-    def _probe_tasks(self, spec: LaunchSpec) -> list[Awaitable[None]]:
+    def _probe_tasks(self, spec: LaunchSpec) -> list[Coroutine[Any, Any, None]]:
         """Startup first; readiness and liveness once started; a failed startup or
         liveness probe kills the container (its restart policy decides what follows)."""
         pid = self.process.pid if self.process else None
@@ -248,7 +248,7 @@ class ContainerRunner:
                 self.record("Warning", "Unhealthy", "Liveness probe failed")
                 self._kill_unhealthy("liveness")
 
-        tasks: list[Awaitable[None]] = []
+        tasks: list[Coroutine[Any, Any, None]] = []
         startup = loop("startupProbe", on_startup)
         if startup is None:
             started.set()

@@ -104,7 +104,8 @@ class KubeletApi:
             if parts == ["healthz"]:
                 await _respond(writer, 200, b"ok")
             elif len(parts) == 4 and parts[0] == "containerLogs":
-                await self._logs(writer, *parts[1:], LogQuery.parse(url.query))
+                namespace, pod, container = parts[1:]
+                await self._logs(writer, namespace, pod, container, LogQuery.parse(url.query))
             else:
                 await _respond(writer, 404, f"{url.path}: not served by this node agent\n".encode())
         except (ConnectionError, ssl.SSLError, ValueError, asyncio.IncompleteReadError):

@@ -10,6 +10,7 @@ addresses; EndpointSlices carry them). Run it as
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
@@ -91,7 +92,7 @@ class ServiceProxy:
             if key in self.balancers:
                 continue
             balancer = TcpBalancer(
-                key[0], key[1], lambda n=namespace, s=name, p=port_name: self.backends_of(n, s, p)
+                key[0], key[1], functools.partial(self.backends_of, namespace, name, port_name)
             )
             try:
                 await balancer.start()
