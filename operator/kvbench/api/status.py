@@ -94,7 +94,11 @@ class RunSummary(ApiModel):
     itl_p99: float | None = None
     itl_max: float | None = None
     client_bound: bool = Field(False, description="The client, not the server, set the pace")
-    latency_clock: str = Field("wall", description="wall, or simulated under a time-scaled sim")
+    latency_clock: str = Field(
+        "wall",
+        description="wall; simulated (the simulator's own clock); scaled (wall / time scale, "
+        "for a sped-up engine that reports no clock of its own)",
+    )
 
 
 class RunRecord(ApiModel):

@@ -24,6 +24,7 @@ from kvbench.loadgen.workload import Request
 __all__ = ["Attempt", "Client", "encode_body"]
 
 _USAGE_NULL = b'"usage":null'
+_NVEXT = b'"nvext"'
 _ERROR_BODY_LIMIT = 2000
 
 
@@ -44,6 +45,7 @@ class Attempt:
         "status",
         "token_times",
         "usage",
+        "worker_id",
     )
 
     def __init__(self, request: Request, endpoint: str, due: float) -> None:
@@ -60,6 +62,7 @@ class Attempt:
         self.error: str | None = None
         self.usage: dict[str, Any] | None = None
         self.ext: dict[str, Any] | None = None
+        self.worker_id: int | None = None
 
     def fail(self, kind: str, message: str) -> None:
         """Record the first error only: later ones are consequences."""
@@ -67,9 +70,11 @@ class Attempt:
             self.error_kind, self.error = kind, message[:_ERROR_BODY_LIMIT]
 
 
-def encode_body(request: Request, model: str, api: Literal["completions", "chat"]) -> bytes:
+def encode_body(
+    request: Request, model: str, api: Literal["completions", "chat"], nvext: bool = False
+) -> bytes:
     """The JSON body of a streamed request with usage; `ignore_eos` keeps output lengths exact
-    (vLLM's own benchmarks send it too)."""
+    (vLLM's own benchmarks send it too); `nvext` asks a Dynamo frontend for the worker id."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -83,6 +88,8 @@ def encode_body(request: Request, model: str, api: Literal["completions", "chat"
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
+    if nvext:
+        body["nvext"] = {"extra_fields": ["worker_id"]}
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -174,6 +181,8 @@ async def _read_stream(resp: aiohttp.ClientResponse, attempt: Attempt) -> None:
                 if _USAGE_NULL in data:
                     if _has_token(data):
                         times.append(now)
+                    if attempt.worker_id is None and _NVEXT in data:
+                        _read_worker(data, attempt)
                 elif data == b"[DONE]":
                     attempt.done = True
                 else:
@@ -195,8 +204,9 @@ def _has_token(data: bytes) -> bool:
 
 
 def _parse_event(data: bytes, now: float, attempt: Attempt) -> None:
-    """A chunk that is not a plain token chunk: usage, the simulator's extension, an error,
-    or a token chunk from a server that leaves `usage` out."""
+    """A chunk that is not a plain token chunk: usage, the simulator's extension, Dynamo's
+    `nvext` (the worker whose cache the prompt met), an error, or a token chunk from a
+    server that leaves `usage` out."""
     try:
         obj = json.loads(data)
     except ValueError:
@@ -217,3 +227,21 @@ def _parse_event(data: bytes, now: float, attempt: Attempt) -> None:
         attempt.usage = obj["usage"]
     if isinstance(obj.get("kvbench"), dict):
         attempt.ext = obj["kvbench"]
+    _take_worker(obj, attempt)
+
+
+def _read_worker(data: bytes, attempt: Attempt) -> None:
+    """The worker id from a token chunk that carries `nvext` (once per request)."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return
+    if isinstance(obj, dict):
+        _take_worker(obj, attempt)
+
+
+def _take_worker(obj: dict[str, Any], attempt: Attempt) -> None:
+    """Dynamo's `nvext.worker_id.prefill_worker_id`: the worker whose cache the prompt met."""
+    worker = (obj.get("nvext") or {}).get("worker_id") or {}
+    if isinstance(worker, dict) and isinstance(worker.get("prefill_worker_id"), int):
+        attempt.worker_id = worker["prefill_worker_id"]

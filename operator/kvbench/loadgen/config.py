@@ -40,6 +40,11 @@ class UrlTarget(ApiModel):
 
     kind: Literal["url"] = "url"
     url: str = Field(..., pattern=_URL, description="Base URL, without /v1/...")
+    nvext: bool = Field(
+        False,
+        description="A Dynamo frontend: ask for the serving worker of every request "
+        '(`"nvext": {"extra_fields": ["worker_id"]}`)',
+    )
 
 
 class PrefixAffinityTarget(ApiModel):
@@ -64,6 +69,12 @@ class DirectMetrics(ApiModel):
     timeout: Duration = "10s"
     settle: Duration = Field(
         "200ms", description="Read again after this until two reads agree (late counting)"
+    )
+    worker_ids: dict[str, int] = Field(
+        default_factory=dict,
+        description="Pod name -> the worker id a front end reports per request (Dynamo's "
+        "nvext); pods whose /metrics have no prefix-cache counters get them from the "
+        "responses attributed to them",
     )
 
 

@@ -50,6 +50,7 @@ class RequestRecord(ApiModel):
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = Field(None, description="usage.prompt_tokens_details")
+    worker_id: int | None = Field(None, description="The serving worker a front end reported")
     status: int | None = None
     error_kind: str | None = None
     error: str | None = None
@@ -114,6 +115,7 @@ def to_record(attempt: Attempt, origin: float) -> RequestRecord:
         prompt_tokens=usage.get("prompt_tokens"),
         output_tokens=output if isinstance(output, int) else len(times),
         cached_tokens=cached if isinstance(cached, int) else None,
+        worker_id=attempt.worker_id,
         status=attempt.status,
         error_kind=attempt.error_kind,
         error=attempt.error,

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
+from kvbench.loadgen.attribution import attribute_responses
 from kvbench.loadgen.client import Attempt, Client, encode_body
 from kvbench.loadgen.config import (
     DirectMetrics,
@@ -72,7 +73,9 @@ class _Phase:
 
     def bodies(self, requests: list[Request]) -> list[bytes]:
         """Encoded ahead of the phase, so the window holds sending only."""
-        return [encode_body(r, self._config.model, self._config.api) for r in requests]
+        config = self._config
+        nvext = isinstance(config.target, UrlTarget) and config.target.nvext
+        return [encode_body(r, config.model, config.api, nvext) for r in requests]
 
     async def run(
         self, name: str, requests: list[Request], bodies: list[bytes], schedule: Schedule
@@ -127,14 +130,20 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
         lateness = _lateness_p99(measured) if schedule.offsets is not None else None
         health = await monitor.stop(config.lag_threshold, lateness)
         after = await _read(counters, report) if before is not None else None
+    records = [to_record(a, origin) for a in (*warm, *measured)]
     if before is not None and after is not None:
         report.pods, notes = pod_deltas(before, after)
         report.notes.extend(notes)
+        if isinstance(config.metrics, DirectMetrics) and config.metrics.worker_ids:
+            report.pods, notes = attribute_responses(
+                report.pods, before, records, config.metrics.worker_ids
+            )
+            report.notes.extend(notes)
     if counters is not None:
         report.notes.extend(counters.notes)
-    records = [to_record(a, origin) for a in (*warm, *measured)]
     time_scale = _time_scale(records, config)
-    summary = summarize(records, report.pods, window_end - window_start, time_scale)
+    scaled_by = config.time_scale if time_scale is None and config.time_scale > 0 else None
+    summary = summarize(records, report.pods, window_end - window_start, time_scale, scaled_by)
     return LoadgenResult(
         conditions=_conditions(
             config, sequence, schedule, time_scale, event_loop_name(), phase.router.owners

@@ -86,7 +86,7 @@ class Summary(ApiModel):
     prompt_tokens: int = 0
     output_tokens: int = 0
     hit_rates: HitRates = Field(default_factory=HitRates)
-    latency_clock: Literal["wall", "simulated"] = "wall"
+    latency_clock: Literal["wall", "simulated", "scaled"] = "wall"
     wall: ClockFigures = Field(default_factory=ClockFigures)
     simulated: ClockFigures | None = None
 
@@ -148,11 +148,21 @@ def hit_rates(ok: list[RequestRecord], pods: list[PodResult] | None, reporting: 
 
 
 def _figures(
-    ok: list[RequestRecord], window: float | None, simulated: bool, reporting: bool
+    ok: list[RequestRecord],
+    window: float | None,
+    simulated: bool,
+    reporting: bool,
+    divide: float = 1.0,
 ) -> ClockFigures:
     def timing(r: RequestRecord) -> tuple[float | None, float | None, list[float]]:
         if simulated:
             return (r.sim.ttft, r.sim.e2e, r.sim.itl) if r.sim else (None, None, [])
+        if divide != 1.0:
+            return (
+                None if r.ttft is None else r.ttft / divide,
+                None if r.e2e is None else r.e2e / divide,
+                [gap / divide for gap in r.itl],
+            )
         return r.ttft, r.e2e, r.itl
 
     ttft, ttft_hit, ttft_miss, itl, tpot, e2e = [], [], [], [], [], []
@@ -202,9 +212,13 @@ def summarize(
     pods: list[PodResult] | None,
     window_seconds: float,
     time_scale: float | None = None,
+    scaled_by: float | None = None,
 ) -> Summary:
     """The run's summary. `pods` None: no counters were read. `time_scale`: wall seconds per
-    simulated second, when the server is the simulator."""
+    simulated second, when the server is the simulator. `scaled_by`: the time scale of a
+    sped-up server that does not report its own clock (Dynamo's mocker): its figures are
+    then also given as wall / scale (`latency_clock` "scaled"), which multiplies the real
+    overhead of the front end and the client by 1 / scale as well."""
     measured = [r for r in records if r.phase == "measured"]
     ok = [r for r in measured if r.ok]
     reporting = cache_reporting(r for r in records if r.ok)
@@ -223,12 +237,17 @@ def summarize(
         summary.latency_clock = "simulated"
         window = _simulated_window(ok, window_seconds, time_scale)
         summary.simulated = _figures(ok, window, simulated=True, reporting=reporting)
+    elif ok and scaled_by and scaled_by != 1.0:
+        summary.latency_clock = "scaled"
+        summary.simulated = _figures(
+            ok, window_seconds / scaled_by, simulated=False, reporting=reporting, divide=scaled_by
+        )
     return summary
 
 
 def to_run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
     """The figures the experiment's status keeps, on the clock the summary reports."""
-    clock = summary.simulated if summary.latency_clock == "simulated" else summary.wall
+    clock = summary.wall if summary.latency_clock == "wall" else summary.simulated
     assert clock is not None
     return RunSummary(
         requests=summary.requests,

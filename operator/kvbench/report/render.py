@@ -42,6 +42,14 @@ def render_report(store: ResultsStore, console: Console) -> list[Path]:
             f"{spec.simulator.time_scale:g}: one simulated second took "
             f"{spec.simulator.time_scale:g} s of wall time)."
         )
+    scaled = sorted({r.arm for r in records if r.summary.latency_clock == "scaled"})
+    if scaled:
+        console.print(
+            f"Arms {', '.join(scaled)} run Dynamo's mocker, which reports no clock of its own: "
+            "their latencies are wall time / time scale, which multiplies the real overhead "
+            "of the frontend and the client too. Compare them with each other; their hit "
+            "rates compare with every arm."
+        )
     if spec.workload.shared_prefix is not None:
         console.print(hit_rate_table(spec, points))
     console.print(ttft_table(points, clock))

@@ -26,9 +26,10 @@ def _ms(value: float | None) -> str:
 
 
 def latency_clock(records: list[RunRecord]) -> str:
-    """`simulated` when any run's latencies come from a time-scaled simulator, else `wall`."""
+    """`simulated` when any run's latencies are on a sped-up engine's clock (the simulator's
+    own, or wall / time scale for Dynamo's mocker), else `wall`."""
     clocks = {r.summary.latency_clock for r in records}
-    return "simulated" if "simulated" in clocks else "wall"
+    return "simulated" if clocks & {"simulated", "scaled"} else "wall"
 
 
 def _arms(points: list[AggregatePoint]) -> list[tuple[str, str]]:

@@ -48,3 +48,16 @@ def test_mockers_hold_what_the_simulated_workers_hold(dynamo_runs) -> None:
     for record in dynamo_runs.values():
         assert {p.kv_cache_tokens for p in record.pods} == {9360}
         assert len(record.pods) == 4
+
+
+def test_per_worker_hits_from_the_frontends_attribution(dynamo_runs) -> None:
+    """Mockers export no prefix-cache counters: each worker's figures are the responses the
+    frontend attributed to it (nvext worker id), and together they account for every request."""
+    for arm in ("dynamo-random", "dynamo-kv"):
+        record = dynamo_runs[arm]
+        assert sum(p.requests for p in record.pods) == 320
+        assert all(p.prefix_cache_queries > 0 for p in record.pods)
+        hits = sum(p.prefix_cache_hits for p in record.pods)
+        queries = sum(p.prefix_cache_queries for p in record.pods)
+        assert record.summary.token_hit_rate == pytest.approx(hits / queries)
+        assert record.summary.latency_clock == "scaled"

@@ -21,7 +21,9 @@ def build_run_config(
     """The load generator's config for one run of the plan."""
     engine = spec.engines()[run.variant]
     if target.url is not None:
-        destination: UrlTarget | PrefixAffinityTarget = UrlTarget(url=target.url)
+        destination: UrlTarget | PrefixAffinityTarget = UrlTarget(
+            url=target.url, nvext=target.nvext
+        )
     else:
         by_name = {w.name: w.base_url for w in workers if w.base_url in target.pod_urls}
         destination = PrefixAffinityTarget(pods=by_name)
@@ -36,7 +38,12 @@ def build_run_config(
         connection=spec.load.connection,
         request_timeout=spec.load.request_timeout,
         time_scale=spec.simulator.time_scale,
-        metrics=DirectMetrics(pods={w.name: w.metrics_url for w in workers}),
+        metrics=DirectMetrics(
+            pods={w.name: w.metrics_url for w in workers},
+            worker_ids={
+                w.name: w.frontend_worker_id for w in workers if w.frontend_worker_id is not None
+            },
+        ),
     )
 
 
