@@ -148,26 +148,35 @@ def hit_miss_table(records: list[RunRecord], clock: str) -> Table:
 
 
 def per_pod_table(records: list[RunRecord]) -> Table:
-    """Token hit rate of every pod (median over trials) per point: where the hits land."""
+    """Per pod and point (medians over trials): token hit rate, and hit tokens / requests
+    served, so it shows where the hits land and how the load was spread."""
     keys = list(dict.fromkeys(r.point.key for r in records))
-    table = Table(title="Per-pod token hit rate (prefix-cache hits / queries, median of trials)")
+    table = Table(
+        title="Per pod: token hit rate (prefix-cache hits / queries), requests served; "
+        "median of trials"
+    )
     table.add_column("arm / variant")
     table.add_column("pod")
     for key in keys:
         table.add_column(key, justify="right")
-    rates: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
+    cells: dict[tuple[str, str, str], dict[str, list[tuple[float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
     for r in records:
         for pod in r.pods:
             if pod.prefix_cache_queries > 0:
-                rates[(r.arm, r.variant, pod.pod)][r.point.key].append(
-                    pod.prefix_cache_hits / pod.prefix_cache_queries
+                cells[(r.arm, r.variant, pod.pod)][r.point.key].append(
+                    (pod.prefix_cache_hits / pod.prefix_cache_queries, pod.requests)
                 )
-    for (arm, variant, pod), by_key in rates.items():
-        table.add_row(
-            f"{arm} / {variant}",
-            pod,
-            *(_pct(median(by_key[k])) if by_key.get(k) else "-" for k in keys),
-        )
+    for (arm, variant, pod), by_key in cells.items():
+        row = []
+        for key in keys:
+            values = by_key.get(key)
+            if not values:
+                row.append("-")
+                continue
+            rate = median(v[0] for v in values)
+            served = median(v[1] for v in values)
+            row.append(f"{_pct(rate)}, {served:,.0f} req")
+        table.add_row(f"{arm} / {variant}", pod, *row)
     return table

@@ -38,6 +38,7 @@ def _record(arm: str, prefixes: int, trial: int, hit: float, clock: str = "simul
                 kv_cache_tokens=9360,
                 prefix_cache_queries=1000,
                 prefix_cache_hits=1000 * hit * (i + 1) / 2,
+                requests=100 + i,
             )
             for i in range(2)
         ],
@@ -89,7 +90,7 @@ def test_latency_tables_say_which_clock() -> None:
 def test_per_pod_table_lists_every_pod() -> None:
     text = _text(per_pod_table(RECORDS))
     assert "gpu-0" in text and "gpu-1" in text
-    assert "28.0 %" in text and "56.0 %" in text
+    assert "28.0 %, 100 req" in text and "56.0 %, 101 req" in text
 
 
 def test_compare_two_arms() -> None:
