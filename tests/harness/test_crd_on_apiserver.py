@@ -1,6 +1,11 @@
 """The generated CRD on a real API server (1.20): it is accepted as structural, every example
 applies, the schema rejects what it can at `kubectl apply`, and the printer columns and the
-status subresource work."""
+status subresource work.
+
+kubectl 1.20 validates a CRD against its own, older schema of CRDs and refuses the
+`x-kubernetes-validations` rules (CEL, Kubernetes 1.25+) as unknown fields; the API server
+itself drops them. So on such clusters the CRD goes in with `--validate=false`, and the
+structural schema alone does the validation shown here."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
@@ -23,7 +29,9 @@ BASE = yaml.safe_load((ROOT / "examples" / "prefix-cache-service.yaml").read_tex
 
 @pytest.fixture(scope="module")
 def crd(cluster: TestCluster) -> str:
-    applied = cluster.kubectl("apply", "-f", str(CRD))
+    refused = cluster.kubectl("apply", "--dry-run=client", "-f", str(CRD))
+    assert "x-kubernetes-validations" in refused.stderr, "kubectl 1.20 knows no CEL rules"
+    applied = cluster.kubectl("apply", "--validate=false", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
     name = "crd/benchmarkexperiments.kvbench.io"
     ready = cluster.kubectl("wait", "--for=condition=established", name, "--timeout=60s")
@@ -34,10 +42,12 @@ def crd(cluster: TestCluster) -> str:
     return name
 
 
-def _apply(cluster: TestCluster, namespace: str, document: dict[str, Any], tmp_path: Path):
+def _apply(
+    cluster: TestCluster, namespace: str, document: dict[str, Any], tmp_path: Path, *flags: str
+):
     path = tmp_path / f"{document['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(document))
-    return cluster.kubectl("apply", "-n", namespace, "-f", str(path))
+    return cluster.kubectl("apply", "-n", namespace, *flags, "-f", str(path))
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
@@ -57,7 +67,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         node = doc
         for part in parents:
             node = node[int(part)] if part.isdigit() else node[part]
-        node[last] = value
+        node[int(last) if isinstance(node, list) else last] = value
 
     return mutate
 
@@ -73,7 +83,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (_set("spec.load.requestTimeout", "ten minutes"), "spec.load.requestTimeout"),
         (_set("spec.engine.kvCacheMemoryBytes", "lots"), "spec.engine.kvCacheMemoryBytes"),
         (_set("spec.workers.1.name", "gpu24"), "spec.workers"),
-        (lambda d: d["spec"].pop("workload"), "spec.workload"),
+        (lambda d: d["spec"].pop("workload"), 'missing required field "workload"'),
     ],
     ids=["concurrency-0", "enum", "exclusive-minimum", "two-arm-kinds", "replicas-0",
          "duration", "quantity", "duplicate-pool-name", "required"],
@@ -85,8 +95,11 @@ def test_the_schema_rejects_at_apply(
     document["metadata"]["name"] = "bad"
     mutate(document)
     result = _apply(cluster, namespace, document, tmp_path)
-    assert result.returncode != 0, "the API server accepted an invalid spec"
+    assert result.returncode != 0, "kubectl accepted an invalid spec"
     assert field in result.stderr, result.stderr
+    unchecked = _apply(cluster, namespace, document, tmp_path, "--validate=false")
+    assert unchecked.returncode != 0, "the API server itself accepted an invalid spec"
+    assert "is invalid" in unchecked.stderr, unchecked.stderr
 
 
 def test_printer_columns_and_status_subresource(
@@ -96,27 +109,10 @@ def test_printer_columns_and_status_subresource(
     status = {"status": {"phase": "Running", "observedGeneration": 1,
                          "progress": {"done": 3, "total": 36, "display": "3/36",
                                       "currentRun": "default.service.p2-c16.t1"}}}  # fmt: skip
-    patched = cluster.kubectl(
-        "patch",
-        "bx",
-        "prefix-cache-service",
-        "-n",
-        namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(status),
+    objects = kubernetes.client.CustomObjectsApi(cluster.api_client())
+    objects.patch_namespaced_custom_object_status(
+        "kvbench.io", "v1alpha1", namespace, "benchmarkexperiments", "prefix-cache-service", status
     )
-    if "unknown flag: --subresource" in patched.stderr:
-        client = cluster.api_client()
-        client.call_api(
-            f"/apis/kvbench.io/v1alpha1/namespaces/{namespace}/benchmarkexperiments/"
-            "prefix-cache-service/status", "PATCH", body=status,
-            header_params={"Content-Type": "application/merge-patch+json"},
-            auth_settings=["BearerToken"], _return_http_data_only=True,
-        )  # fmt: skip
-    else:
-        assert patched.returncode == 0, patched.stderr
     table = cluster.kubectl("get", "bx", "-n", namespace)
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()[:2]

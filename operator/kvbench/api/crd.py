@@ -46,7 +46,7 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     for key, value in node.items():
         if key in _DROP or (key == "default" and isinstance(value, dict | list)):
             continue
-        if key == "default" and value is None:
+        if key == "default" and value in (None, ""):
             continue
         if key == "const":
             out["enum"] = [value]
