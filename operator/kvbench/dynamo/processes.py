@@ -26,8 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench.dynamo.environment import dynamo_env, registered_instance_ids
 from kvbench.dynamo.metrics import scrape_worker
-from kvbench.testing.layout import free_port
-from kvbench.testing.procs import ManagedProcess
+from kvbench.procs import ManagedProcess, free_port
 
 __all__ = [
     "DeploymentSpec",

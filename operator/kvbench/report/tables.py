@@ -1,6 +1,7 @@
 """Tables in the shape of the source reports, as pure functions of recorded runs."""
 
 from collections import defaultdict
+from collections.abc import Callable
 from statistics import median
 
 from rich.table import Table
@@ -89,43 +90,39 @@ def hit_rate_table(spec: ExperimentSpec, points: list[AggregatePoint]) -> Table:
     return table
 
 
-def ttft_table(points: list[AggregatePoint], clock: str) -> Table:
-    """TTFT p50/p99 per point."""
-    table = Table(title=f"TTFT p50 / p99 ({clock} ms)")
+def _point_table(
+    points: list[AggregatePoint], title: str, cell: Callable[[AggregatePoint], str]
+) -> Table:
+    """One row per arm x variant x prefix count (or rate), one column per concurrency."""
+    table = Table(title=title)
     table.add_column("arm / variant")
     table.add_column("point", justify="right")
-    for c in _concurrencies(points):
+    concurrencies = _concurrencies(points)
+    for c in concurrencies:
         table.add_column(f"conc {c}", justify="right")
     for arm in _arms(points):
         for row, by_conc in _grid(points, arm).items():
-            cells = [
-                f"{_ms(by_conc[c].ttft_p50)} / {_ms(by_conc[c].ttft_p99)}" if c in by_conc else "-"
-                for c in _concurrencies(points)
-            ]
+            cells = [cell(by_conc[c]) if c in by_conc else "-" for c in concurrencies]
             table.add_row(f"{arm[0]} / {arm[1]}", row, *cells)
     return table
+
+
+def ttft_table(points: list[AggregatePoint], clock: str) -> Table:
+    """TTFT p50/p99 per point."""
+    return _point_table(
+        points, f"TTFT p50 / p99 ({clock} ms)", lambda p: f"{_ms(p.ttft_p50)} / {_ms(p.ttft_p99)}"
+    )
 
 
 def throughput_table(points: list[AggregatePoint], clock: str) -> Table:
     """Requests and output tokens per second per point."""
-    table = Table(title=f"Throughput, req/s | output tok/s ({clock} time)")
-    table.add_column("arm / variant")
-    table.add_column("point", justify="right")
-    for c in _concurrencies(points):
-        table.add_column(f"conc {c}", justify="right")
-    for arm in _arms(points):
-        for row, by_conc in _grid(points, arm).items():
-            cells = []
-            for c in _concurrencies(points):
-                p = by_conc.get(c)
-                if p is None or p.requests_per_second is None:
-                    cells.append("-")
-                else:
-                    cells.append(
-                        f"{p.requests_per_second:.1f} | {p.output_tokens_per_second or 0:,.0f}"
-                    )
-            table.add_row(f"{arm[0]} / {arm[1]}", row, *cells)
-    return table
+
+    def cell(p: AggregatePoint) -> str:
+        if p.requests_per_second is None:
+            return "-"
+        return f"{p.requests_per_second:.1f} | {p.output_tokens_per_second or 0:,.0f}"
+
+    return _point_table(points, f"Throughput, req/s | output tok/s ({clock} time)", cell)
 
 
 def hit_miss_table(records: list[RunRecord], clock: str) -> Table:

@@ -23,12 +23,12 @@ from pathlib import Path
 import httpx
 import kubernetes
 
+from kvbench.procs import ManagedProcess, tail
 from kvbench.testing.build import Binaries, ensure_binaries
 from kvbench.testing.config import DEFAULT_NODES, AgentConfig, NodeSpec, PlacedNode
 from kvbench.testing.controlplane import ApiAccess, ControlPlane
 from kvbench.testing.layout import ClusterLayout, SlotLock, claim_slot
 from kvbench.testing.pki import make_pki
-from kvbench.testing.procs import ManagedProcess, tail
 
 __all__ = ["TestCluster"]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 
+from kvbench.procs import set_parent_death_signal
 from kvbench.testing.images import UnknownImageError, local_argv
 from kvbench.testing.kubeapi import ApiError
 from kvbench.testing.podenv import ContainerConfigError, expand
 from kvbench.testing.probes import ProbeLoop
-from kvbench.testing.procs import set_parent_death_signal
 from kvbench.testing.volumes import Mount, wrap_in_namespace
 
 __all__ = ["ContainerRunner", "LaunchSpec", "now_rfc3339"]

@@ -15,10 +15,10 @@ import httpx
 import yaml
 from pydantic import BaseModel
 
+from kvbench.procs import ManagedProcess, free_port
 from kvbench.testing.build import Binaries
-from kvbench.testing.layout import ClusterLayout, free_port
+from kvbench.testing.layout import ClusterLayout
 from kvbench.testing.pki import ClusterPKI
-from kvbench.testing.procs import ManagedProcess
 
 __all__ = ["ApiAccess", "ControlPlane", "write_kubeconfig"]
 

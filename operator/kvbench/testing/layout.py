@@ -12,23 +12,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 from pathlib import Path
 from typing import IO
 
 from pydantic import BaseModel, Field
 
-__all__ = ["MAX_SLOTS", "ClusterLayout", "SlotLock", "claim_slot", "free_port"]
+__all__ = ["MAX_SLOTS", "ClusterLayout", "SlotLock", "claim_slot"]
 
 MAX_SLOTS = 32
 _LOCK_DIR = Path(os.environ.get("KVBENCH_TESTCLUSTER_LOCKS", "/tmp/kvbench-testcluster-slots"))
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now at `host` (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class ClusterLayout(BaseModel):

@@ -2,7 +2,6 @@
 simulators on loopback; the test starts and stops everything itself."""
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,18 +12,13 @@ import pytest
 from loadgen_helpers import small_config
 
 from kvbench.loadgen.runner import run_sync
+from kvbench.procs import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
     PROMETHEUS is None,
     reason="the prometheus binary is not installed (apt-get install prometheus; .ci/run does)",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -39,7 +33,7 @@ def sims_and_prometheus(start_sim, tmp_path: Path) -> Iterator[tuple[list, str]]
         f"scrape_configs:\n  - job_name: sims\n    static_configs:\n{targets}\n"
     )
     for _attempt in range(5):
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [
                 str(PROMETHEUS),

@@ -1,17 +1,9 @@
-"""Loopback addresses and ports for local workers: one 127.x address per worker, as pods have
-one IP each; ports are taken from the kernel, never fixed."""
+"""Loopback addresses for local workers: one 127.x address per worker, as pods have one IP
+each (ports come from the kernel: `kvbench.procs.free_port`)."""
 
 import random
-import socket
 
-__all__ = ["LoopbackBlock", "free_port"]
-
-
-def free_port(host: str) -> int:
-    """A port that is free on `host` right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+__all__ = ["LoopbackBlock"]
 
 
 class LoopbackBlock:

@@ -14,7 +14,6 @@ import asyncio
 import random
 import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,9 +22,10 @@ import httpx
 
 from kvbench.api.routing import RouterArm, RoutingArm
 from kvbench.netbalance import TcpBalancer
+from kvbench.procs import ManagedProcess, free_port
 from kvbench.runner.cluster.base import Target, WorkerInfo
-from kvbench.runner.cluster.local.addresses import LoopbackBlock, free_port
-from kvbench.testing.procs import ManagedProcess
+from kvbench.runner.cluster.local.addresses import LoopbackBlock
+from kvbench.runner.cluster.local.health import wait_healthy
 
 __all__ = ["KvEventSources", "OpenArm", "kv_event_sources", "open_local_arm", "router_command"]
 
@@ -132,24 +132,6 @@ def router_command(
     ]
 
 
-async def _wait_healthy(process: ManagedProcess, url: str, timeout: float) -> None:
-    started = time.monotonic()
-    async with httpx.AsyncClient() as client:
-        while True:
-            try:
-                if (await client.get(url, timeout=2.0)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if not process.running():
-                raise RuntimeError(f"{process.name} exited\n{process.describe_failure()}")
-            if time.monotonic() - started > timeout:
-                raise TimeoutError(
-                    f"{process.name} not healthy in {timeout:g}s\n{process.describe_failure()}"
-                )
-            await asyncio.sleep(0.1)
-
-
 async def open_local_arm(
     arm: RoutingArm,
     workers: list[WorkerInfo],
@@ -180,7 +162,7 @@ async def open_local_arm(
         )
         process.start()
         try:
-            await _wait_healthy(process, f"http://{host}:{port}/health", timeout)
+            await wait_healthy(process, f"http://{host}:{port}/health", timeout)
         except BaseException:
             await asyncio.to_thread(process.stop)
             raise

@@ -17,9 +17,10 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvbench.api import EngineSpec, ExperimentSpec, WorkerPool
+from kvbench.procs import ManagedProcess, free_port
 from kvbench.runner.cluster.base import WorkerInfo
-from kvbench.runner.cluster.local.addresses import LoopbackBlock, free_port
-from kvbench.testing.procs import ManagedProcess
+from kvbench.runner.cluster.local.addresses import LoopbackBlock
+from kvbench.runner.cluster.local.health import wait_healthy
 
 __all__ = ["LocalWorker", "kv_cache_tokens", "sim_command", "start_worker"]
 
@@ -79,13 +80,6 @@ def kv_cache_tokens(metrics_text: str) -> int | None:
     return None
 
 
-async def _ready(client: httpx.AsyncClient, url: str) -> bool:
-    try:
-        return (await client.get(url, timeout=2.0)).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 async def start_worker(
     spec: ExperimentSpec,
     engine: EngineSpec,
@@ -106,16 +100,9 @@ async def start_worker(
     process.start()
     base = f"http://{host}:{port}"
     try:
+        await wait_healthy(process, f"{base}/health", timeout)
+        startup = time.monotonic() - started
         async with httpx.AsyncClient() as client:
-            while not await _ready(client, f"{base}/health"):
-                if not process.running():
-                    raise RuntimeError(f"worker {name} exited\n{process.describe_failure()}")
-                if time.monotonic() - started > timeout:
-                    raise TimeoutError(
-                        f"worker {name} not ready in {timeout:g}s\n{process.describe_failure()}"
-                    )
-                await asyncio.sleep(0.1)
-            startup = time.monotonic() - started
             metrics = (await client.get(f"{base}/metrics", timeout=5.0)).text
     except BaseException:
         await asyncio.to_thread(process.stop)

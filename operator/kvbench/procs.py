@@ -1,4 +1,4 @@
-"""Child processes the harness starts, each with a log file, stopped by PID.
+"""Child processes kvbench starts (workers, routers, the test cluster), stopped by PID.
 
 Every process gets its own session (so stopping it stops its children too) and a
 parent-death signal (so a crashed harness does not leave servers behind).
@@ -10,14 +10,22 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ManagedProcess", "set_parent_death_signal", "tail"]
+__all__ = ["ManagedProcess", "free_port", "set_parent_death_signal", "tail"]
 
 _PR_SET_PDEATHSIG = 1
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now at `host` (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
