@@ -52,6 +52,7 @@ class RunProgress:
         self.bar.console.print(
             f"{run.id}: {s.requests} requests, {s.errors} errors, hit rate "
             f"{_percent(s.request_hit_rate)} (tokens {_percent(s.token_hit_rate)})"
+            + (" [yellow]client-bound[/yellow]" if s.client_bound else "")
         )
         self.bar.advance(self.task)
 

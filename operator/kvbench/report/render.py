@@ -42,6 +42,13 @@ def render_report(store: ResultsStore, console: Console) -> list[Path]:
             f"{spec.simulator.time_scale:g}: one simulated second took "
             f"{spec.simulator.time_scale:g} s of wall time)."
         )
+    bound = [r.id for r in records if r.summary.client_bound]
+    if bound:
+        console.print(
+            f"[yellow]{len(bound)} of {len(records)} runs were client-bound[/yellow] (the load "
+            "generator, not the servers, set the pace, so fewer requests were in flight than "
+            f"asked; raw/<id>.json says why): {', '.join(bound)}"
+        )
     scaled = sorted({r.arm for r in records if r.summary.latency_clock == "scaled"})
     if scaled:
         console.print(
