@@ -116,5 +116,8 @@ class RoutingArm(ApiModel):
 
     @property
     def worker_kind(self) -> str:
-        """Which workers the arm needs: Dynamo's own (`dynamo`), or vLLM pods (`vllm`)."""
-        return "dynamo" if self.dynamo is not None else "vllm"
+        """Which workers the arm needs: Dynamo's own (`dynamo`), someone else's behind an
+        external URL (`external`), or the experiment's vLLM pods (`vllm`)."""
+        if self.dynamo is not None:
+            return "dynamo"
+        return "external" if self.external is not None else "vllm"

@@ -84,7 +84,7 @@ class ExperimentRunner:
                 if self.progress:
                     self.progress.run_started(run)
                 arm = arms[run.arm]
-                wanted = (run.variant, arm.name if arm.worker_kind == "dynamo" else "vllm")
+                wanted = (run.variant, arm.name if arm.worker_kind != "vllm" else "vllm")
                 if spec.freshness == "restart" or wanted != started:
                     await self.cluster.close_arm()
                     target = None

@@ -61,7 +61,9 @@ class Cluster(ABC):
         """Stop any workers, start fresh ones of every pool, return them once all are ready.
 
         The arm says which workers: vLLM pods for most arms, Dynamo's own workers (behind
-        its frontend) for a `dynamo` arm.
+        its frontend) for a `dynamo` arm. An `external` arm's workers are someone else's: a
+        back end that cannot select them (the local one) returns none, and the run has no
+        per-pod counters, only what the responses say.
         """
 
     @abstractmethod

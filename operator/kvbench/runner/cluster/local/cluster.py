@@ -43,6 +43,8 @@ class LocalCluster(Cluster):
     ) -> list[WorkerInfo]:
         await self._stop_workers()
         self._starts += 1
+        if arm.external is not None:
+            return []
         if arm.dynamo is not None:
             try:
                 from kvbench.runner.cluster.local.dynamo import start_dynamo

@@ -43,7 +43,9 @@ def build_run_config(
             worker_ids={
                 w.name: w.frontend_worker_id for w in workers if w.frontend_worker_id is not None
             },
-        ),
+        )
+        if workers
+        else None,
     )
 
 
