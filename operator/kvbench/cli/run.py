@@ -39,6 +39,15 @@ def run(file: Path, out: Path | None) -> None:
         progress.stop()
         console.print(f"interrupted: run `kvbench run {file} --out {out}` again to resume")
         raise SystemExit(130) from None
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    except (RuntimeError, TimeoutError) as err:
+        progress.stop()
+        details = "\n".join([str(err), *getattr(err, "__notes__", [])])
+        raise click.ClickException(
+            f"{details}\nthe finished runs are kept: fix the cause and run "
+            f"`kvbench run {file} --out {out}` again to resume"
+        ) from None
     finally:
         progress.stop()
     console.print(f"results: {out}")

@@ -69,6 +69,9 @@ class ExperimentRunner:
     async def run(self) -> list[RunRecord]:
         """Run every pending run; the cluster is closed whatever happens."""
         spec = self.experiment.spec
+        problems = self.cluster.problems(spec)
+        if problems:
+            raise ValueError("this back end cannot run the experiment:\n  " + "\n  ".join(problems))
         self.store.open(self.experiment)
         plan = plan_experiment(self.experiment)
         pending = self.pending()
@@ -104,11 +107,26 @@ class ExperimentRunner:
             await self.cluster.close()
         return self.store.records()
 
+    async def _tail(self, worker: WorkerInfo, lines: int = 15) -> str:
+        """The end of a worker's log, for a failed run's error (never raises itself)."""
+        try:
+            text = await self.cluster.worker_logs(worker)
+        except Exception as err:
+            return f"(log not available: {err})"
+        return "\n".join(text.splitlines()[-lines:])
+
     async def _measure(
         self, run: PlannedRun, target: Target, workers: list[WorkerInfo]
     ) -> RunRecord:
         started = datetime.now(UTC)
-        outcome = await self.cluster.run_load(self.experiment.spec, run, target, workers)
+        try:
+            outcome = await self.cluster.run_load(self.experiment.spec, run, target, workers)
+        except Exception as err:
+            for worker in workers:
+                err.add_note(
+                    f"--- log of {worker.name} (last lines) ---\n{await self._tail(worker)}"
+                )
+            raise
         raw = self.store.save_raw(run.id, outcome.raw_document)
         record = RunRecord(
             id=run.id,

@@ -35,6 +35,9 @@ class RecordingCluster(Cluster):
         self.fail_at = fail_at
         self.starts = 0
 
+    def problems(self, spec):
+        return []
+
     async def start_workers(self, spec, variant, engine, arm):
         self.starts += 1
         self.calls.append(f"start:{variant}:{arm.worker_kind}")
@@ -85,7 +88,7 @@ class RecordingCluster(Cluster):
         )
 
     async def worker_logs(self, worker):
-        return ""
+        return f"first line\nlast line of {worker.name}"
 
     async def close(self):
         self.calls.append("close")
@@ -116,8 +119,9 @@ def test_no_freshness_reuses_workers_and_arms(tmp_path: Path) -> None:
 def test_interrupted_experiment_resumes_with_every_run_once(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path)
     failing = RecordingCluster(fail_at=5)
-    with pytest.raises(RuntimeError, match="load generator failed"):
+    with pytest.raises(RuntimeError, match="load generator failed") as caught:
         asyncio.run(ExperimentRunner(_experiment(), failing, store).run())
+    assert "last line of w5" in "\n".join(caught.value.__notes__), "worker logs explain it"
     assert failing.calls[-1] == "close", "the cluster is closed on failure too"
     assert len(store.done()) == 4
     resumed = RecordingCluster()

@@ -55,6 +55,11 @@ class Cluster(ABC):
     """Starts workers, routing arms and load; each method leaves nothing running on failure."""
 
     @abstractmethod
+    def problems(self, spec: ExperimentSpec) -> list[str]:
+        """Why this back end cannot run `spec` (empty when it can); checked before anything
+        starts, each problem naming the field."""
+
+    @abstractmethod
     async def start_workers(
         self, spec: ExperimentSpec, variant: str, engine: EngineSpec, arm: RoutingArm
     ) -> list[WorkerInfo]:

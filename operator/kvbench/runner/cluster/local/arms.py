@@ -27,7 +27,14 @@ from kvbench.runner.cluster.base import Target, WorkerInfo
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.health import wait_healthy
 
-__all__ = ["KvEventSources", "OpenArm", "kv_event_sources", "open_local_arm", "router_command"]
+__all__ = [
+    "KvEventSources",
+    "OpenArm",
+    "kv_event_sources",
+    "open_local_arm",
+    "router_binary",
+    "router_command",
+]
 
 
 class OpenArm:
@@ -50,7 +57,7 @@ class OpenArm:
             await asyncio.to_thread(self.process.stop)
 
 
-def _router_binary() -> str:
+def router_binary() -> str:
     """vllm-router's launcher, next to this Python first (a venv need not be on PATH)."""
     beside = Path(sys.executable).with_name("vllm-router")
     found = str(beside) if beside.exists() else shutil.which("vllm-router")
@@ -114,7 +121,7 @@ def router_command(
         kv_args += ["--kv-event-block-size", str(kv_events.block_size)]
         kv_args += ["--kv-event-model", kv_events.model]
     return [
-        _router_binary(),
+        router_binary(),
         "--host",
         host,
         "--port",

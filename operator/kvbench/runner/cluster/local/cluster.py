@@ -19,6 +19,7 @@ from kvbench.runner.cluster.base import Cluster, LoadOutcome, Target, WorkerInfo
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.arms import OpenArm, open_local_arm
 from kvbench.runner.cluster.local.load import run_local_load
+from kvbench.runner.cluster.local.preflight import local_problems
 from kvbench.runner.cluster.local.workers import LocalWorker, start_worker
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ class LocalCluster(Cluster):
         self._dynamo: DynamoDeployment | None = None
         self._arm: OpenArm | None = None
         self._starts = 0
+
+    def problems(self, spec: ExperimentSpec) -> list[str]:
+        return local_problems(spec)
 
     async def start_workers(
         self, spec: ExperimentSpec, variant: str, engine: EngineSpec, arm: RoutingArm

@@ -1,0 +1,45 @@
+"""What the local back end checks before it starts anything, so a spec it cannot run fails at
+once, naming the field, instead of after hours of finished runs."""
+
+import importlib.util
+
+from kvbench.api import ExperimentSpec
+from kvbench.runner.cluster.local.arms import router_binary
+from kvbench.sim.timing import resolve_profile
+
+__all__ = ["local_problems"]
+
+
+def local_problems(spec: ExperimentSpec) -> list[str]:
+    """Every reason this machine cannot run `spec` (empty: it can)."""
+    problems = []
+    profiles = [("simulator.profile", spec.simulator.profile)] + [
+        (f"workers[{i}].simulation.profile", pool.simulation.profile if pool.simulation else None)
+        for i, pool in enumerate(spec.workers)
+    ]
+    for field, name in profiles:
+        if name is not None:
+            try:
+                resolve_profile(name)
+            except ValueError as err:
+                problems.append(f"spec.{field}: {err}")
+    for i, arm in enumerate(spec.routing):
+        where = f"spec.routing[{i}] ({arm.name})"
+        if arm.router is not None:
+            if arm.router.implementation != "vllm-router":
+                problems.append(f"{where}.router.implementation: only vllm-router runs locally")
+            try:
+                router_binary()
+            except RuntimeError as err:
+                problems.append(f"{where}.router: {err}")
+        if arm.dynamo is not None:
+            if importlib.util.find_spec("dynamo") is None:
+                problems.append(f"{where}.dynamo: NVIDIA Dynamo is not installed: run "
+                                "scripts/install-dynamo.sh")  # fmt: skip
+            for variant, engine in spec.engines().items():
+                if engine.kv_cache_memory_bytes is None:
+                    problems.append(
+                        f"{where}.dynamo: dynamo.mocker takes a KV block count: set "
+                        f"engine.kvCacheMemoryBytes (variant {variant})"
+                    )
+    return problems
