@@ -45,7 +45,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         f"{len(plan.runs)} runs ({len(variants)} variants x {len(arms)} arms x "
         f"{len({r.point.key for r in plan.runs})} points x {max(r.trial for r in plan.runs)} "
         f"trials), {plan.total_requests} requests, about {_duration(plan.estimated_seconds)} "
-        "on a GPU cluster"
+        f"on a GPU cluster, about {_duration(plan.estimated_local_seconds)} with `kvbench run`"
     )
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from kvbench.api import ExperimentSpec, Point
 
-__all__ = ["DurationModel", "estimate_run_seconds"]
+__all__ = ["DurationModel", "estimate_local_seconds", "estimate_run_seconds"]
 
 
 class DurationModel(BaseModel):
@@ -18,6 +18,12 @@ class DurationModel(BaseModel):
     inter_token_seconds: float = Field(0.015, gt=0)
     startup_seconds: float = Field(60.0, ge=0, description="One vLLM start, weights cached")
     slots_per_worker: int = Field(8, ge=1, description="Requests one worker serves at full speed")
+    local_run_overhead_seconds: float = Field(
+        3.0,
+        ge=0,
+        description="Per run of `kvbench run`: simulators and the load generator starting "
+        "(the 6-worker article-002 grid: 36 runs in 3 min at time scale 0.05)",
+    )
 
 
 def _request_tokens(spec: ExperimentSpec) -> tuple[int, int]:
@@ -31,15 +37,28 @@ def _request_tokens(spec: ExperimentSpec) -> tuple[int, int]:
     return w.interference.prompt_tokens, w.interference.stream_output_tokens
 
 
-def estimate_run_seconds(
-    spec: ExperimentSpec, point: Point, requests: int, model: DurationModel
-) -> float:
-    """Seconds one run takes on a GPU cluster, roughly."""
+def _load_seconds(spec: ExperimentSpec, point: Point, requests: int, model: DurationModel) -> float:
     prompt, output = _request_tokens(spec)
     per_request = prompt / model.prefill_tokens_per_second + output * model.inter_token_seconds
     in_flight = min(point.concurrency, spec.total_workers * model.slots_per_worker)
     load = requests * per_request / in_flight
     if point.request_rate is not None:
         load = max(load, requests / point.request_rate)
+    return load
+
+
+def estimate_run_seconds(
+    spec: ExperimentSpec, point: Point, requests: int, model: DurationModel
+) -> float:
+    """Seconds one run takes on a GPU cluster, roughly."""
     startup = model.startup_seconds if spec.freshness == "restart" else 0.0
-    return startup + load
+    return startup + _load_seconds(spec, point, requests, model)
+
+
+def estimate_local_seconds(
+    spec: ExperimentSpec, point: Point, requests: int, model: DurationModel
+) -> float:
+    """Wall seconds one run takes with `kvbench run`: the load on the simulator's clock,
+    compressed by the time scale, plus the processes starting."""
+    scale = spec.simulator.time_scale
+    return model.local_run_overhead_seconds + _load_seconds(spec, point, requests, model) * scale

@@ -10,7 +10,7 @@ from itertools import product
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench.api import BenchmarkExperiment, ExperimentSpec, Point
-from kvbench.plan.estimate import DurationModel, estimate_run_seconds
+from kvbench.plan.estimate import DurationModel, estimate_local_seconds, estimate_run_seconds
 
 __all__ = ["Plan", "PlannedRun", "plan_experiment", "points_of", "sequence_seed"]
 
@@ -30,7 +30,8 @@ class PlannedRun(BaseModel):
     seed: int = Field(..., description="Seed of this run's request sequence")
     warmup_requests: int
     measured_requests: int
-    estimated_seconds: float
+    estimated_seconds: float = Field(..., description="On a GPU cluster, roughly")
+    estimated_local_seconds: float = Field(..., description="With `kvbench run`, roughly")
 
 
 class Plan(BaseModel):
@@ -46,6 +47,10 @@ class Plan(BaseModel):
     @property
     def estimated_seconds(self) -> float:
         return sum(r.estimated_seconds for r in self.runs)
+
+    @property
+    def estimated_local_seconds(self) -> float:
+        return sum(r.estimated_local_seconds for r in self.runs)
 
     def run(self, run_id: str) -> PlannedRun:
         """The run with this id (KeyError if the plan has none)."""
@@ -112,6 +117,9 @@ def plan_experiment(
                 warmup_requests=warmup,
                 measured_requests=measured,
                 estimated_seconds=estimate_run_seconds(spec, point, warmup + measured, durations),
+                estimated_local_seconds=estimate_local_seconds(
+                    spec, point, warmup + measured, durations
+                ),
             )
         )
     return Plan(experiment=experiment.metadata.name, runs=runs)

@@ -100,3 +100,16 @@ def test_plan_command_reports_invalid_files(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["plan", str(bad)])
     assert result.exit_code == 1
     assert "spec.load.trials" in result.output
+
+
+def test_local_estimate_follows_the_time_scale() -> None:
+    document = yaml.safe_load((ROOT / "examples" / "prefix-cache-service.yaml").read_text())
+    default = plan_experiment(parse_experiment(copy.deepcopy(document)))
+    document["spec"]["simulator"] = {"timeScale": 0.1}
+    slower = plan_experiment(parse_experiment(document))
+    assert default.estimated_local_seconds < slower.estimated_local_seconds
+    assert slower.estimated_local_seconds < default.estimated_seconds
+    overhead = 36 * 3.0
+    assert slower.estimated_local_seconds - overhead == pytest.approx(
+        2 * (default.estimated_local_seconds - overhead)
+    )
