@@ -1,6 +1,6 @@
 """The BenchmarkExperiment resource: the spec's root with its cross-area rules, and the resource."""
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -188,8 +188,3 @@ class BenchmarkExperiment(ApiModel):
     metadata: ObjectMeta
     spec: ExperimentSpec
     status: ExperimentStatus | None = None
-
-    @classmethod
-    def from_k8s(cls, body: dict[str, Any]) -> "BenchmarkExperiment":
-        """From a resource as the API server returns it."""
-        return cls.model_validate(body)

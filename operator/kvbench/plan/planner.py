@@ -52,13 +52,6 @@ class Plan(BaseModel):
     def estimated_local_seconds(self) -> float:
         return sum(r.estimated_local_seconds for r in self.runs)
 
-    def run(self, run_id: str) -> PlannedRun:
-        """The run with this id (KeyError if the plan has none)."""
-        for run in self.runs:
-            if run.id == run_id:
-                return run
-        raise KeyError(run_id)
-
 
 def points_of(spec: ExperimentSpec) -> list[Point]:
     """The workload points in order: prefixes (outer) x request rate x concurrency (inner)."""
