@@ -154,17 +154,6 @@ class DynamoDeployment:
         """Every process started (frontend first), running or not."""
         return ([self._frontend] if self._frontend else []) + self._worker_procs
 
-    @property
-    def frontend_metrics_url(self) -> str:
-        return f"{self.base_url}/metrics"
-
-    def worker_by_instance(self, instance_id: int) -> WorkerEndpoint:
-        """The worker whose instance id `nvext.worker_id` reported."""
-        for worker in self.workers:
-            if worker.instance_id == instance_id:
-                return worker
-        raise KeyError(f"no worker has instance id {instance_id}")
-
     def __enter__(self) -> DynamoDeployment:
         self.start()
         return self

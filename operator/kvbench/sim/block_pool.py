@@ -52,11 +52,6 @@ class BlockPool:
         """KV cache usage in [0, 1] as ``vllm:kv_cache_usage_perc`` reports it."""
         return 1.0 - len(self.free_queue) / (self.num_gpu_blocks - 1)
 
-    def get_cached_block(self, block_hash: bytes) -> int | None:
-        """The first block cached under this hash, or None on a miss."""
-        blocks = self.cached.get(block_hash)
-        return blocks[0] if blocks else None
-
     def cache_block(self, block: int, block_hash: bytes) -> None:
         """Register a full block under its hash so later requests can hit it."""
         self.block_hash[block] = block_hash

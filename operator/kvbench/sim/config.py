@@ -74,7 +74,3 @@ class SimConfig(BaseModel):
     @property
     def served_model_names(self) -> list[str]:
         return self.served_model_name or [self.model]
-
-    def worker_name(self, port: int) -> str:
-        """``--worker-id`` or ``host:port`` (what responses and logs call this worker)."""
-        return self.worker_id or f"{self.host or '0.0.0.0'}:{port}"

@@ -60,9 +60,6 @@ class KubeApi:
             "PATCH", path, body, headers={"Content-Type": f"application/{kind}+json"}
         )
 
-    async def put(self, path: str, body: Obj) -> Obj:
-        return await self.request("PUT", path, body)
-
     async def delete(self, path: str, body: Obj | None = None) -> Obj:
         return await self.request("DELETE", path, body)
 
