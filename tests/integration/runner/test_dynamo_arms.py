@@ -4,6 +4,7 @@ on one seeded request sequence, under cache pressure (16 prefixes over 4 workers
 two points of its mean: Dynamo's random router is not seeded)."""
 
 import copy
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,11 @@ import yaml
 from kvbench.api import RunRecord, parse_experiment
 
 ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("dynamo") is None,
+    reason="NVIDIA Dynamo is not installed: run scripts/install-dynamo.sh (.ci/run does)",
+)
 
 
 @pytest.fixture(scope="module")
