@@ -176,53 +176,54 @@ class ControlPlane:
         )
 
     def _start_controller_manager(self) -> None:
-        kubeconfig = self._controller_kubeconfig("system:kube-controller-manager")
-        port = free_port(_HOST)
-        manager = self._spawn(
+        self._start_controller(
             "kube-controller-manager",
+            self.binaries.kube_controller_manager,
+            "system:kube-controller-manager",
+            "controller-manager-certs",
             [
-                str(self.binaries.kube_controller_manager),
-                f"--kubeconfig={kubeconfig}",
-                f"--bind-address={_HOST}",
-                f"--secure-port={port}",
-                "--port=0",
-                f"--cert-dir={self.workdir / 'controller-manager-certs'}",
-                "--leader-elect=false",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={self.pki.service_account_key}",
                 f"--root-ca-file={self.pki.ca_cert}",
                 f"--cluster-signing-cert-file={self.pki.ca_cert}",
                 f"--cluster-signing-key-file={self.pki.ca_key}",
                 "--controllers=*",
-                "--profiling=false",
             ],
-        )
-        manager.wait_until(
-            lambda: _https_ok(f"https://{_HOST}:{port}/healthz", False),
-            _START_TIMEOUT,
-            "healthy controller manager",
         )
 
     def _start_scheduler(self) -> None:
-        kubeconfig = self._controller_kubeconfig("system:kube-scheduler")
-        port = free_port(_HOST)
-        scheduler = self._spawn(
+        self._start_controller(
             "kube-scheduler",
+            self.binaries.kube_scheduler,
+            "system:kube-scheduler",
+            "scheduler-certs",
+            [],
+        )
+
+    def _start_controller(
+        self, name: str, binary: Path, user: str, cert_dir: str, extra: list[str]
+    ) -> None:
+        """Start a component that talks to the apiserver as `user`; wait until it is healthy."""
+        kubeconfig = self._controller_kubeconfig(user)
+        port = free_port(_HOST)
+        process = self._spawn(
+            name,
             [
-                str(self.binaries.kube_scheduler),
+                str(binary),
                 f"--kubeconfig={kubeconfig}",
                 f"--bind-address={_HOST}",
                 f"--secure-port={port}",
                 "--port=0",
-                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                f"--cert-dir={self.workdir / cert_dir}",
                 "--leader-elect=false",
                 "--profiling=false",
+                *extra,
             ],
         )
-        scheduler.wait_until(
+        process.wait_until(
             lambda: _https_ok(f"https://{_HOST}:{port}/healthz", False),
             _START_TIMEOUT,
-            "healthy scheduler",
+            f"healthy {name}",
         )
 
     def failures(self) -> list[str]:
