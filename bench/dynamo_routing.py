@@ -1,8 +1,9 @@
 """Dynamo's KV router against random routing on one seeded shared-prefix sequence.
 
 Starts a fresh loopback deployment (N `dynamo.mocker` workers + frontend) per router mode,
-sends the same sequence to each, and prints hit rate, mean TTFT (frontend's nvext timing)
-and the per-worker split. Needs Dynamo (scripts/install-dynamo.sh).
+sends the same sequence (the load generator's shared-prefix workload, through its client) to
+each, and prints hit rate, mean client-measured TTFT and the per-worker split. Needs Dynamo
+(scripts/install-dynamo.sh).
 
     .venv/bin/python bench/dynamo_routing.py --workers 4 --blocks 320 --repeat 3
 """
@@ -13,9 +14,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from kvbench.dynamo import DeploymentSpec, DynamoDeployment, MockerOptions, RouterOptions
-from kvbench.dynamo.model_dir import ensure_model_dir
-from kvbench.dynamo.routing_check import SequenceSpec, run_sequence, summarize
+from kvbench.dynamo import (
+    DeploymentSpec,
+    DynamoDeployment,
+    MockerOptions,
+    RouterOptions,
+    ensure_model_dir,
+)
+from kvbench.dynamo.routing_check import SequenceSpec, run_sequence, summarize_routing
 
 
 def main() -> None:
@@ -61,7 +67,7 @@ def main() -> None:
                 tempfile.TemporaryDirectory(prefix="kvbench-dynamo-") as scratch,
                 DynamoDeployment(spec, Path(scratch)) as deployment,
             ):
-                summary = summarize(*run_sequence(deployment, sequence))
+                summary = summarize_routing(run_sequence(deployment, sequence))
             split = " ".join(
                 f"{w.requests}r/{w.groups}g/{w.cached_tokens / w.prompt_tokens:.2f}"
                 for w in summary.workers

@@ -36,7 +36,7 @@ import httpx
 import uvloop
 
 from kvbench.loadgen.config import RunConfig
-from kvbench.loadgen.runner import run_load
+from kvbench.loadgen.measure import run_load
 from kvbench.loadgen.summary import percentile
 
 

@@ -13,7 +13,7 @@ import random
 import time
 
 from kvbench.sim import SimConfig, build_engine
-from kvbench.sim.replay import run_closed_loop, summarize
+from kvbench.sim.replay import run_closed_loop, summarize_replay
 
 GIB = 1 << 30
 
@@ -32,7 +32,7 @@ def _sweep(conc: int, n: int, inp: int, out: int, seed: int = 0, **kw):
     done = run_closed_loop(
         sim.core, _prompts(random.Random(seed), n, inp), concurrency=conc, max_tokens=out
     )
-    return summarize(done), sim
+    return summarize_replay(done), sim
 
 
 def _row(label: str, sim_value: str, article: str) -> None:

@@ -1,7 +1,14 @@
 """The experiment API: pydantic models that are the single source of truth for the CRD."""
 
 from kvbench.api.engine import EngineOverrides, EngineSpec, VllmFlags
-from kvbench.api.execution import Cleanup, LoadGenerator, MetricsSource, Simulator, Timeouts
+from kvbench.api.execution import (
+    Cleanup,
+    Execution,
+    LoadGenerator,
+    MetricsSource,
+    Simulator,
+    Timeouts,
+)
 from kvbench.api.experiment import (
     API_VERSION,
     GROUP,
@@ -14,16 +21,21 @@ from kvbench.api.experiment import (
     ObjectMeta,
 )
 from kvbench.api.files import SpecError, load_experiment, parse_experiment
-from kvbench.api.load import LoadSpec, Warmup
+from kvbench.api.load import LoadSpec, Point, Warmup
 from kvbench.api.routing import RoutingArm
 from kvbench.api.status import (
     AggregatePoint,
+    AttemptFailure,
     Condition,
+    ConditionType,
+    CurrentRun,
+    ExperimentPhase,
+    ExperimentProgress,
     ExperimentStatus,
-    Phase,
+    LastRun,
+    PodFigures,
     PodResult,
-    Point,
-    Progress,
+    ResultsLocation,
     RunRecord,
     RunSummary,
 )
@@ -38,22 +50,29 @@ __all__ = [
     "SHORT_NAME",
     "VERSION",
     "AggregatePoint",
+    "AttemptFailure",
     "BenchmarkExperiment",
     "Cleanup",
     "Condition",
+    "ConditionType",
+    "CurrentRun",
     "EngineOverrides",
     "EngineSpec",
+    "Execution",
+    "ExperimentPhase",
+    "ExperimentProgress",
     "ExperimentSpec",
     "ExperimentStatus",
+    "LastRun",
     "Length",
     "LoadGenerator",
     "LoadSpec",
     "MetricsSource",
     "ObjectMeta",
-    "Phase",
+    "PodFigures",
     "PodResult",
     "Point",
-    "Progress",
+    "ResultsLocation",
     "RoutingArm",
     "RunRecord",
     "RunSummary",

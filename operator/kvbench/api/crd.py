@@ -134,6 +134,12 @@ def crd_manifest() -> dict[str, Any]:
                             "jsonPath": ".status.progress.currentRun",
                         },
                         {
+                            "name": "Hit rate",
+                            "type": "number",
+                            "description": "Request hit rate of the last run recorded",
+                            "jsonPath": ".status.lastRun.requestHitRate",
+                        },
+                        {
                             "name": "Age",
                             "type": "date",
                             "jsonPath": ".metadata.creationTimestamp",

@@ -7,9 +7,9 @@ from pydantic import Field, model_validator
 
 from kvbench.api.base import ApiModel
 from kvbench.api.kube import Placement, Resources
-from kvbench.api.units import ByteSize, Duration
+from kvbench.api.units import ByteSize, Duration, parse_duration
 
-__all__ = ["Cleanup", "LoadGenerator", "MetricsSource", "Simulator", "Timeouts"]
+__all__ = ["Cleanup", "Execution", "LoadGenerator", "MetricsSource", "Simulator", "Timeouts"]
 
 
 class MetricsSource(ApiModel):
@@ -50,6 +50,26 @@ class Timeouts(ApiModel):
 
     workers_ready: Duration = Field("15m", description="Fresh workers must be Ready within this")
     run: Duration = Field("1h", description="One run (warm-up + measured load) must end within")
+
+    @property
+    def workers_ready_seconds(self) -> float:
+        return parse_duration(self.workers_ready)
+
+    @property
+    def run_seconds(self) -> float:
+        return parse_duration(self.run)
+
+
+class Execution(ApiModel):
+    """How a failed run is handled."""
+
+    retries: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="Attempts after a failed or disturbed one, each on fresh workers; then the "
+        "run is recorded as failed and the others go on",
+    )
 
 
 class Cleanup(ApiModel):

@@ -6,7 +6,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvbench.api.base import ApiModel
 from kvbench.api.engine import EngineSpec
-from kvbench.api.execution import Cleanup, LoadGenerator, MetricsSource, Simulator, Timeouts
+from kvbench.api.execution import (
+    Cleanup,
+    Execution,
+    LoadGenerator,
+    MetricsSource,
+    Simulator,
+    Timeouts,
+)
 from kvbench.api.load import LoadSpec
 from kvbench.api.routing import TEXT_POLICIES, RoutingArm
 from kvbench.api.status import ExperimentStatus
@@ -77,6 +84,7 @@ class ExperimentSpec(ApiModel):
     metrics: MetricsSource = Field(default_factory=MetricsSource)
     load_generator: LoadGenerator = Field(default_factory=LoadGenerator)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    execution: Execution = Field(default_factory=Execution)
     cleanup: Cleanup = Field(default_factory=Cleanup)
     simulator: Simulator = Field(default_factory=Simulator)
 

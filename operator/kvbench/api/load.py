@@ -7,7 +7,26 @@ from pydantic import Field, field_validator
 from kvbench.api.base import ApiModel
 from kvbench.api.units import Duration
 
-__all__ = ["LoadSpec", "Warmup"]
+__all__ = ["LoadSpec", "Point", "Warmup"]
+
+
+class Point(ApiModel):
+    """One workload point: the concurrency, and the prefix count or request rate if any."""
+
+    concurrency: int = Field(..., ge=1)
+    prefixes: int | None = Field(None, ge=1)
+    request_rate: float | None = Field(None, gt=0)
+
+    @property
+    def key(self) -> str:
+        """A short stable name, e.g. `p7-c8`, `c32`, `r2.5-c64`."""
+        parts = []
+        if self.prefixes is not None:
+            parts.append(f"p{self.prefixes}")
+        if self.request_rate is not None:
+            parts.append(f"r{self.request_rate:g}")
+        parts.append(f"c{self.concurrency}")
+        return "-".join(parts)
 
 
 class Warmup(ApiModel):

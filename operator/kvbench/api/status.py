@@ -1,72 +1,85 @@
-"""The experiment's status: phase, conditions, progress, one record per run, the aggregate."""
+"""The experiment's status and its run records.
 
-from datetime import UTC, datetime
+The status a user reads on the resource stays small (phase, conditions, progress, the current
+run, the last finished run's figures, the aggregate, where the full records are); every run's
+record, per pod, lives in the results store (`RunRecord`).
+"""
+
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import Field
 
 from kvbench.api.base import ApiModel
+from kvbench.api.load import Point
 
 __all__ = [
     "AggregatePoint",
+    "AttemptFailure",
     "Condition",
+    "ConditionType",
+    "CurrentRun",
+    "ExperimentPhase",
+    "ExperimentProgress",
     "ExperimentStatus",
-    "Phase",
+    "LastRun",
+    "PodFigures",
     "PodResult",
-    "Point",
-    "Progress",
+    "ResultsLocation",
     "RunRecord",
     "RunSummary",
 ]
 
 
-class Phase(StrEnum):
+class ExperimentPhase(StrEnum):
     """Where the experiment is."""
 
     PENDING = "Pending"
-    DEPLOYING = "Deploying"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
 
+class ConditionType(StrEnum):
+    """The condition types kvbench sets (Kubernetes conventions: each True, False or Unknown)."""
+
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    WORKERS_READY = "WorkersReady"
+    SPEC_CHANGED = "SpecChanged"
+
+
 class Condition(ApiModel):
-    """A Kubernetes-style condition; `lastTransitionTime` changes only with `status`."""
+    """A Kubernetes-style condition. `lastTransitionTime` changes only when `status` does;
+    `kvbench.api.conditions.set_condition` is the one place that applies that rule."""
 
     type: str = Field(..., min_length=1)
     status: str = Field(..., pattern=r"^(True|False|Unknown)$")
     reason: str = Field(..., pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
     message: str = ""
-    last_transition_time: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    last_transition_time: datetime | None = None
     observed_generation: int | None = None
 
 
-class Point(ApiModel):
-    """One workload point: the concurrency, and the prefix count or request rate if any."""
-
-    concurrency: int = Field(..., ge=1)
-    prefixes: int | None = Field(None, ge=1)
-    request_rate: float | None = Field(None, gt=0)
-
-    @property
-    def key(self) -> str:
-        """A short stable name, e.g. `p7-c8`, `c32`, `r2.5-c64`."""
-        parts = []
-        if self.prefixes is not None:
-            parts.append(f"p{self.prefixes}")
-        if self.request_rate is not None:
-            parts.append(f"r{self.request_rate:g}")
-        parts.append(f"c{self.concurrency}")
-        return "-".join(parts)
-
-
 class PodResult(ApiModel):
-    """One worker pod over one run's measured window."""
+    """One worker pod over one run's measured window, and what that pod was."""
 
     pod: str
+    uid: str | None = Field(None, description="Pod UID (local: one per process start)")
     node: str | None = None
     address: str | None = None
-    kv_cache_tokens: int | None = Field(None, description="KV cache size of this server start")
+    image: str | None = None
+    gpu_product: str | None = None
+    gpu_index: str | None = None
+    restart_count: int | None = Field(None, description="Container restarts at the window's end")
+    kv_cache_tokens: int | None = Field(
+        None, description="KV cache size of this server start, as the server reported it"
+    )
+    configured_kv_cache_tokens: int | None = Field(
+        None, description="KV cache size the engine was told to use, when it reports none"
+    )
     startup_seconds: float | None = None
     prefix_cache_queries: float = Field(0, description="Tokens queried in the window")
     prefix_cache_hits: float = Field(0, description="Tokens hit in the window")
@@ -101,11 +114,20 @@ class RunSummary(ApiModel):
     )
 
 
+class AttemptFailure(ApiModel):
+    """Why one attempt of a run did not produce a valid record."""
+
+    attempt: int = Field(..., ge=1)
+    reason: str
+    message: str
+
+
 class RunRecord(ApiModel):
-    """One finished run."""
+    """One planned run's outcome: its figures, or (`error` set) why it failed for good."""
 
     id: str
     index: int = Field(..., ge=0)
+    attempt: int = Field(1, ge=1, description="The attempt these figures come from")
     arm: str
     variant: str
     point: Point
@@ -117,7 +139,9 @@ class RunRecord(ApiModel):
     pods: list[PodResult] = Field(default_factory=list)
     summary: RunSummary = Field(default_factory=RunSummary)
     raw_results: str | None = Field(None, description="Where the full per-request results are")
-    error: str | None = None
+    failed_attempts: list[AttemptFailure] = Field(default_factory=list)
+    error: str | None = Field(None, description="Set when every attempt failed")
+    error_reason: str | None = None
 
 
 class AggregatePoint(ApiModel):
@@ -144,24 +168,72 @@ class AggregatePoint(ApiModel):
     output_tokens_per_second: float | None = None
 
 
-class Progress(ApiModel):
-    """Runs done out of the plan, and the one under way."""
+class ExperimentProgress(ApiModel):
+    """Runs done (recorded or failed for good) out of the plan."""
 
     done: int = 0
+    failed: int = 0
     total: int = 0
-    current_run: str | None = None
+    current_run: str | None = Field(None, description="Id of the run under way")
     display: str = Field("0/0", description="done/total, for the printer column")
+
+
+class CurrentRun(ApiModel):
+    """The run under way and the step it is at."""
+
+    index: int
+    id: str
+    stage: str
+    attempt: int
+
+
+class PodFigures(ApiModel):
+    """One pod over the last run's window, in the few numbers a user reads first."""
+
+    pod: str
+    kv_cache_tokens: int | None = None
+    hits: float = 0
+    queries: float = 0
+    requests: float = 0
+    preemptions: float = 0
+
+
+class LastRun(ApiModel):
+    """The figures of the last run recorded."""
+
+    id: str
+    index: int
+    attempt: int
+    digest: str | None = None
+    request_hit_rate: float | None = None
+    token_hit_rate: float | None = None
+    ttft_p50: float | None = None
+    ttft_p99: float | None = None
+    errors: int = 0
+    pods: list[PodFigures] = Field(default_factory=list)
+
+
+class ResultsLocation(ApiModel):
+    """Where every run's full record is kept."""
+
+    kind: str = Field(..., description="directory, or configmaps on Kubernetes")
+    location: str
 
 
 class ExperimentStatus(ApiModel):
     """Status subresource of a BenchmarkExperiment."""
 
-    phase: Phase = Phase.PENDING
+    phase: ExperimentPhase = ExperimentPhase.PENDING
     observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
-    progress: Progress = Field(default_factory=Progress)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    progress: ExperimentProgress = Field(default_factory=ExperimentProgress)
+    current: CurrentRun | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    runs: list[RunRecord] = Field(default_factory=list)
+    last_run: LastRun | None = None
     aggregate: list[AggregatePoint] = Field(default_factory=list)
+    results: ResultsLocation | None = None
     message: str | None = None

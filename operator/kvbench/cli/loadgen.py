@@ -1,4 +1,4 @@
-"""`kvbench loadgen --config RUN.json --out RESULT.json`: the program a run's Job executes.
+"""`kvbench loadgen --config RUN.json --out RESULT.json[.gz]`: the program a run's Job executes.
 
 A progress bar on a terminal; in a Job (no TTY) a few log lines only. Request errors are
 data in the result, not a failure of the command: it exits non-zero only when the config is
@@ -7,7 +7,6 @@ invalid or the run could not be carried out at all.
 
 import logging
 import sys
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kvbench.loadgen.config import ConfigError, load_config
-from kvbench.loadgen.runner import run_sync
+from kvbench.loadgen.measure import ProgressCallback, run_sync
+from kvbench.loadgen.results import LoadgenResult
+from kvbench.report.formats import milliseconds, percent
 
 __all__ = ["loadgen"]
 
 log = logging.getLogger("kvbench.loadgen")
 
 
-def _bar(console: Console) -> tuple[AbstractContextManager[Any], Callable[[str, int, int], None]]:
+def _bar(console: Console) -> tuple[AbstractContextManager[Any], ProgressCallback]:
     bar = Progress(
         TextColumn("{task.description:>8}"),
         BarColumn(),
@@ -42,7 +43,7 @@ def _bar(console: Console) -> tuple[AbstractContextManager[Any], Callable[[str, 
     return bar, update
 
 
-def _log_phases() -> Callable[[str, int, int], None]:
+def _log_phases() -> ProgressCallback:
     def update(phase: str, done: int, total: int) -> None:
         if done == total:
             log.info("%s: %d requests done", phase, total)
@@ -59,7 +60,10 @@ def _log_phases() -> Callable[[str, int, int], None]:
     help="The run config (JSON, a RunConfig).",
 )
 @click.option(
-    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Result file."
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Result file: gzip when the name ends in .gz, plain JSON otherwise.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar and no log lines.")
 def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
@@ -81,15 +85,7 @@ def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
     with bar:
         result = run_sync(config, update)
     result.save(out)
-    summary = result.run_summary
-    message = (
-        f"{summary.requests} requests, {summary.errors} errors, "
-        f"hit rate {_pct(summary.request_hit_rate)} (requests) / "
-        f"{_pct(summary.token_hit_rate)} (tokens, counters), TTFT p50 {_ms(summary.ttft_p50)} "
-        f"({summary.latency_clock} clock){', CLIENT-BOUND' if summary.client_bound else ''}"
-    )
-    if result.counters.error:
-        message += f"; counters not read: {result.counters.error}"
+    message = outcome_line(result)
     for warning in result.warnings:
         log.warning("%s", warning)
     if interactive:
@@ -98,9 +94,16 @@ def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
         log.info("%s -> %s", message, out)
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
-
-
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{x * 1e3:.1f} ms"
+def outcome_line(result: LoadgenResult) -> str:
+    """The run in one line: counts, both hit rates, TTFT p50 on the reported clock."""
+    s = result.summary
+    line = (
+        f"{s.requests} requests, {s.errors} errors, "
+        f"hit rate {percent(s.hit_rates.request_hit_rate)} (requests) / "
+        f"{percent(s.hit_rates.token_hit_rate_counters)} (tokens, counters), "
+        f"TTFT p50 {milliseconds(s.reported.ttft.p50)} ms ({s.latency_clock} clock)"
+        f"{', CLIENT-BOUND' if result.client.client_bound else ''}"
+    )
+    if result.counters.error:
+        line += f"; counters not read: {result.counters.error}"
+    return line

@@ -5,26 +5,27 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
-from kvbench.api import RunRecord
-from kvbench.plan import PlannedRun
+from kvbench.api import AttemptFailure, ExperimentStatus, RunRecord
+from kvbench.plan import Plan, PlannedRun
+from kvbench.report.formats import percent
+from kvbench.runner import DirectoryStore, RunState
 
 __all__ = ["RunProgress"]
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
 class RunProgress:
-    """Implements the runner's Progress protocol on a rich progress bar."""
+    """The runner's observer on a terminal: a progress bar, a line per run, and the status
+    the resource would show written beside the results (`status.json`)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, store: DirectoryStore) -> None:
         self.console = console
+        self.store = store
         self.bar = Progress(
             TextColumn("[bold]runs"),
             BarColumn(),
@@ -36,25 +37,41 @@ class RunProgress:
             console=console,
             transient=False,
         )
-        self.task = None
+        self.task: TaskID | None = None
 
-    def started(self, total: int, done: int) -> None:
+    def started(self, plan: Plan, done: int) -> None:
+        total = len(plan.runs)
         if done:
             self.console.print(f"resuming: {done} of {total} runs already recorded")
         self.bar.start()
         self.task = self.bar.add_task("", total=total, completed=done)
 
-    def run_started(self, run: PlannedRun) -> None:
-        self.bar.update(self.task, description=run.id)
+    def stage(self, run: PlannedRun, state: RunState) -> None:
+        if self.task is not None:
+            attempt = f" (attempt {state.attempt})" if state.attempt > 1 else ""
+            self.bar.update(self.task, description=f"{run.id}{attempt}: {state.stage.value}")
 
-    def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
+    def recorded(self, run: PlannedRun, record: RunRecord) -> None:
         s = record.summary
         self.bar.console.print(
             f"{run.id}: {s.requests} requests, {s.errors} errors, hit rate "
-            f"{_percent(s.request_hit_rate)} (tokens {_percent(s.token_hit_rate)})"
+            f"{percent(s.request_hit_rate)} (tokens {percent(s.token_hit_rate)})"
             + (" [yellow]client-bound[/yellow]" if s.client_bound else "")
         )
-        self.bar.advance(self.task)
+        if self.task is not None:
+            self.bar.advance(self.task)
+
+    def attempt_failed(self, run: PlannedRun, failure: AttemptFailure, retrying: bool) -> None:
+        first_line = failure.message.splitlines()[0] if failure.message else failure.reason
+        then = "trying again on fresh workers" if retrying else "[red]run failed[/red]"
+        self.bar.console.print(
+            f"{run.id}: attempt {failure.attempt} failed ({failure.reason}: {first_line}); {then}"
+        )
+        if not retrying and self.task is not None:
+            self.bar.advance(self.task)
+
+    def status(self, status: ExperimentStatus) -> None:
+        self.store.save_status(status)
 
     def stop(self) -> None:
         self.bar.stop()

@@ -7,15 +7,15 @@ from rich.console import Console
 
 from kvbench.cli.common import make_console
 from kvbench.report import compare_table, parse_side, render_report
-from kvbench.runner.store import ResultsStore
+from kvbench.runner import DirectoryStore, StoreMismatch
 
 __all__ = ["compare", "report"]
 
 
-def write_report(store: ResultsStore, console: Console) -> None:
+def write_report(store: DirectoryStore, console: Console) -> None:
     """Print the report on a recording console, save it as report.txt, list the plots."""
     console.export_text(clear=True)
-    plots = render_report(store, console)
+    plots = render_report(store, console, store.root)
     (store.root / "report.txt").write_text(console.export_text(clear=True))
     for plot in plots:
         console.print(f"plot: {plot}")
@@ -25,9 +25,13 @@ def write_report(store: ResultsStore, console: Console) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def report(directory: Path) -> None:
     """Print the report of the results DIRECTORY (and write report.txt and plots there)."""
-    store = ResultsStore(directory)
-    if not store.spec_file.exists():
+    store = DirectoryStore(directory)
+    if not store.is_results_directory():
         raise click.ClickException(f"{directory}: not a kvbench results directory")
+    try:
+        store.load()
+    except StoreMismatch as err:
+        raise click.ClickException(str(err)) from None
     write_report(store, make_console())
 
 

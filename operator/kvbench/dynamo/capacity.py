@@ -1,42 +1,36 @@
 """How many KV blocks a mocker needs to hold what a `kvbench sim` worker holds.
 
-`kvbench sim --kv-cache-memory-bytes M` sizes its cache the way vLLM v1 does:
-`num_blocks = M // page_size // layers` with `page_size = 2 * block_size * kv_heads *
-head_dim * dtype_bytes` (K and V of one block in one layer). `dynamo.mocker` takes the
-block count itself (`--num-gpu-blocks-override`), so the same KV capacity is that count:
-1 GiB on Qwen3-0.6B (28 layers, 8 KV heads, head_dim 128, bfloat16) at 16 tokens a block
-is 585 blocks (9,360 tokens).
+`dynamo.mocker` takes its cache as a block count (`--num-gpu-blocks-override`), while vLLM and
+`kvbench sim` take bytes (`--kv-cache-memory-bytes`) and divide them by the model's page size.
+The count here comes from the simulator's own geometry and rule (`kvbench.sim.geometry`,
+`kvbench.sim.capacity`), so the two arms of one experiment cannot drift apart: 1 GiB on
+Qwen3-0.6B at 16 tokens a block is 585 blocks in bfloat16 and 1,170 with an fp8 KV cache.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from kvbench.sim.capacity import blocks_for_bytes
+from kvbench.sim.geometry import resolve_geometry
 
-__all__ = ["QWEN3_0_6B", "KVGeometry", "mocker_blocks_for_bytes"]
-
-
-class KVGeometry(BaseModel):
-    """The model dimensions that set the size of one KV block."""
-
-    model_config = ConfigDict(frozen=True)
-
-    num_layers: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    dtype_bytes: int = Field(2, ge=1)
-
-    def page_bytes(self, block_size: int) -> int:
-        """Bytes of K and V for one block in one layer (vLLM's page size)."""
-        return 2 * block_size * self.num_kv_heads * self.head_dim * self.dtype_bytes
+__all__ = ["mocker_kv_blocks"]
 
 
-QWEN3_0_6B = KVGeometry(num_layers=28, num_kv_heads=8, head_dim=128, dtype_bytes=2)
-
-
-def mocker_blocks_for_bytes(
-    kv_cache_memory_bytes: int, block_size: int = 16, geometry: KVGeometry = QWEN3_0_6B
+def mocker_kv_blocks(
+    model: str,
+    kv_cache_memory_bytes: int,
+    block_size: int = 16,
+    kv_cache_dtype: str | None = None,
+    dtype: str | None = None,
 ) -> int:
-    """`--num-gpu-blocks-override` equal to a vLLM cache of `kv_cache_memory_bytes`."""
+    """`--num-gpu-blocks-override` for a worker of `model` given vLLM's engine flags.
+
+    `model` is what `--model` names (a known model or a directory with a config.json);
+    `kv_cache_dtype` and `dtype` are `--kv-cache-dtype` and `--dtype`, None meaning unset.
+    """
     if kv_cache_memory_bytes <= 0:
         raise ValueError("kv_cache_memory_bytes must be positive")
-    return kv_cache_memory_bytes // geometry.page_bytes(block_size) // geometry.num_layers
+    geometry = resolve_geometry(model)
+    element = geometry.kv_element_bytes(kv_cache_dtype or "auto", dtype)
+    return blocks_for_bytes(
+        geometry, kv_cache_memory_bytes, block_size=block_size, kv_element_bytes=element
+    )

@@ -13,7 +13,7 @@ What Dynamo 1.6.1's mocker exposes per worker (Prometheus text, one page per pro
 There is no prefix-cache counter (vLLM's `vllm:prefix_cache_queries_total` and
 `vllm:prefix_cache_hits_total` are absent): per-worker cache hits come from the requests
 themselves (`usage.prompt_tokens_details.cached_tokens`, attributed to the worker in
-`nvext.worker_id`, see `kvbench.dynamo.nvext`). The counters here serve to check those
+`nvext.worker_id`, read by `kvbench.loadgen.client`). The counters here serve to check those
 attributions (requests per worker) and to see preemptions.
 """
 

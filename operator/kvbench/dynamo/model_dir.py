@@ -4,8 +4,9 @@ No model can be downloaded here, and neither process needs weights: the frontend
 tokenizer (and a chat template for /v1/chat/completions) and the mocker needs a config.json
 to size KV blocks. So kvbench trains a byte-level BPE tokenizer with the `tokenizers`
 library on text generated from a seed (same seed, same files), adds Qwen's ChatML
-special tokens and chat template, and writes a config.json shaped like Qwen3-0.6B (28
-layers, 8 KV heads, head_dim 128, bfloat16) whose vocab size is the tokenizer's.
+special tokens and chat template, and writes a Qwen3-architecture config.json with the
+served model's geometry (`kvbench.sim.geometry`, Qwen3-0.6B unless told otherwise) and the
+tokenizer's vocab size, so the mocker's own KV arithmetic sees the engine's model.
 
 The directory is cached: it is named by a digest of its inputs and written once, through a
 temporary directory renamed into place, so concurrent callers never see a half-written one.
@@ -24,9 +25,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from kvbench.sim.geometry import ModelGeometry, resolve_geometry
+
 __all__ = ["CHAT_TEMPLATE", "ModelDir", "ModelDirSpec", "ensure_model_dir"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -48,13 +51,10 @@ class ModelDirSpec(BaseModel):
         ge=1024,
         description="Tokenizer (and config.json) vocabulary; above kvbench's token-id space",
     )
-    num_hidden_layers: int = Field(28, ge=1)
-    num_attention_heads: int = Field(16, ge=1)
-    num_key_value_heads: int = Field(8, ge=1)
-    head_dim: int = Field(128, ge=1)
-    hidden_size: int = Field(1024, ge=1)
-    max_position_embeddings: int = Field(40960, ge=1)
-    dtype: str = "bfloat16"
+    geometry: ModelGeometry = Field(
+        default_factory=lambda: resolve_geometry("Qwen/Qwen3-0.6B"),
+        description="The served model's layers, heads and dtype, written into config.json",
+    )
 
     def digest(self) -> str:
         """Short content address of this spec (and of the file format version)."""
@@ -101,22 +101,23 @@ def _train_tokenizer(spec: ModelDirSpec) -> Tokenizer:
 
 def _config_json(spec: ModelDirSpec, vocab_size: int, eos_id: int, bos_id: int) -> dict:
     """A Qwen3ForCausalLM config.json with the spec's geometry and the tokenizer's vocab."""
+    geometry = spec.geometry
     return {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
-        "hidden_size": spec.hidden_size,
-        "intermediate_size": 3 * spec.hidden_size,
-        "num_hidden_layers": spec.num_hidden_layers,
-        "num_attention_heads": spec.num_attention_heads,
-        "num_key_value_heads": spec.num_key_value_heads,
-        "head_dim": spec.head_dim,
-        "max_position_embeddings": spec.max_position_embeddings,
+        "hidden_size": geometry.hidden_size,
+        "intermediate_size": geometry.intermediate_size,
+        "num_hidden_layers": geometry.num_layers,
+        "num_attention_heads": geometry.num_attention_heads,
+        "num_key_value_heads": geometry.num_kv_heads,
+        "head_dim": geometry.head_dim,
+        "max_position_embeddings": geometry.max_position_embeddings,
         "vocab_size": vocab_size,
-        "torch_dtype": spec.dtype,
+        "torch_dtype": geometry.dtype,
         "hidden_act": "silu",
         "rms_norm_eps": 1e-6,
         "rope_theta": 1000000,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": geometry.tie_word_embeddings,
         "bos_token_id": bos_id,
         "eos_token_id": eos_id,
     }
@@ -129,7 +130,7 @@ def _write(spec: ModelDirSpec, target: Path) -> None:
     bos_id = tokenizer.token_to_id("<|endoftext|>")
     tokenizer_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": spec.max_position_embeddings,
+        "model_max_length": spec.geometry.max_position_embeddings,
         "bos_token": None,
         "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>",

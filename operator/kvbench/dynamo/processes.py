@@ -45,6 +45,12 @@ _PORT_TAKEN = ("Address already in use", "AddrInUse")
 _FRONTEND_TRIES = 3
 
 
+def _system_port(proc: ManagedProcess) -> int | None:
+    """The port a worker's system status server bound, once its log says it."""
+    match = _SYSTEM_PORT.search(_ANSI.sub("", proc.log_path.read_text(errors="replace")))
+    return int(match.group(1)) if match else None
+
+
 class MockerOptions(BaseModel):
     """Engine settings of every `dynamo.mocker` worker (vLLM-style flags)."""
 
@@ -136,6 +142,11 @@ class WorkerEndpoint(BaseModel):
     instance_id: int
     metrics_url: str
     log_path: Path
+    startup_seconds: float = Field(
+        ge=0,
+        description="From launching this worker to it serving /metrics with its instance id "
+        "and being in the discovery store (the frontend starts after all workers are)",
+    )
 
 
 class DynamoDeployment:
@@ -186,6 +197,7 @@ class DynamoDeployment:
 
     def _start_workers(self) -> None:
         spec = self.spec
+        started: list[float] = []
         for index in range(spec.workers):
             argv = [
                 spec.python,
@@ -208,40 +220,57 @@ class DynamoDeployment:
             )
             self._worker_procs.append(proc)
             proc.start()
-        for index, proc in enumerate(self._worker_procs):
-            self.workers.append(self._wait_worker(index, proc))
-        ids = {worker.instance_id for worker in self.workers}
-        first = self._worker_procs[0]
-        first.wait_until(
-            lambda: ids <= registered_instance_ids(self.scratch),
-            spec.startup_timeout,
-            f"all {spec.workers} workers in the discovery store",
-        )
+            started.append(time.monotonic())
+        self.workers = self._wait_workers(started)
 
-    def _wait_worker(self, index: int, proc: ManagedProcess) -> WorkerEndpoint:
-        found: dict[str, int] = {}
+    def _wait_workers(self, started: list[float]) -> list[WorkerEndpoint]:
+        """Poll every worker until each is ready, timing each from its own launch.
 
-        def ready() -> bool:
-            if "port" not in found:
-                log = _ANSI.sub("", proc.log_path.read_text(errors="replace"))
-                match = _SYSTEM_PORT.search(log)
-                if match is None:
-                    return False
-                found["port"] = int(match.group(1))
-            counters = scrape_worker(self._metrics_url(found["port"]))
-            if counters.instance_id is None:
-                return False
-            found["instance_id"] = counters.instance_id
-            return True
+        Ready means serving `/metrics` with its instance id and registered in the discovery
+        store. The workers are polled together, so a slow one does not delay another's time.
+        """
+        what = "serving /metrics with its instance id, in the discovery store"
+        procs = self._worker_procs
+        deadline = time.monotonic() + self.spec.startup_timeout
+        ports: dict[int, int] = {}
+        ready: dict[int, WorkerEndpoint] = {}
+        while True:
+            registered = registered_instance_ids(self.scratch)
+            for index, proc in enumerate(procs):
+                if index in ready:
+                    continue
+                if not proc.running():
+                    raise RuntimeError(
+                        f"{proc.name} exited before {what}\n{proc.describe_failure()}"
+                    )
+                if index not in ports and (port := _system_port(proc)) is not None:
+                    ports[index] = port
+                instance_id = self._instance_id(ports[index]) if index in ports else None
+                if instance_id is not None and instance_id in registered:
+                    ready[index] = WorkerEndpoint(
+                        index=index,
+                        pid=proc.pid,
+                        instance_id=instance_id,
+                        metrics_url=self._metrics_url(ports[index]),
+                        log_path=proc.log_path,
+                        startup_seconds=round(time.monotonic() - started[index], 3),
+                    )
+            if len(ready) == len(procs):
+                return [ready[index] for index in range(len(procs))]
+            if time.monotonic() > deadline:
+                late = next(proc for index, proc in enumerate(procs) if index not in ready)
+                raise TimeoutError(
+                    f"{late.name}: not {what} in {self.spec.startup_timeout}s\n"
+                    f"{late.describe_failure()}"
+                )
+            time.sleep(0.1)
 
-        proc.wait_until(ready, self.spec.startup_timeout, "serving /metrics with its instance id")
-        return WorkerEndpoint(
-            index=index,
-            pid=proc.pid,
-            instance_id=found["instance_id"],
-            metrics_url=self._metrics_url(found["port"]),
-            log_path=proc.log_path,
-        )
+    def _instance_id(self, port: int) -> int | None:
+        """The instance id on the worker's `/metrics`, None until it serves one."""
+        try:
+            return scrape_worker(self._metrics_url(port), timeout=2.0).instance_id
+        except httpx.HTTPError:
+            return None
 
     def _metrics_url(self, port: int) -> str:
         return f"http://{self.spec.host}:{port}/metrics"

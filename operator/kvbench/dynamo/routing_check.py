@@ -1,48 +1,72 @@
 """A seeded shared-prefix sequence sent through a deployment, summarised per worker.
 
-This is the small harness behind the kv-versus-random check (tests and
-`bench/dynamo_routing.py`); experiments go through kvbench's load generator instead.
-Prompts are token ids: `prefixes` groups, each request its group's prefix followed by a
-suffix of its own, in a seeded shuffled order, sent with at most `concurrency` in flight.
+The harness behind the kv-versus-random check (tests and `bench/dynamo_routing.py`). It
+sends what an experiment sends: the load generator's shared-prefix workload
+(`kvbench.loadgen.workload.build_sequence`, token-id prompts, no warm-up) through its client
+with Dynamo's `nvext` worker id, closed loop at `concurrency`. It leaves out the rest of a
+run (counters, the result document), which `kvbench run` adds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+import time
 from collections.abc import Sequence
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from kvbench.dynamo.client import complete
-from kvbench.dynamo.nvext import RequestOutcome
+from kvbench.api.load import Warmup
+from kvbench.api.status import Point
+from kvbench.api.workload import SharedPrefixWorkload, Workload
 from kvbench.dynamo.processes import DynamoDeployment
+from kvbench.loadgen.arrivals import Schedule, drive
+from kvbench.loadgen.client import Attempt, Client, encode_body
+from kvbench.loadgen.config import TokenSpace
+from kvbench.loadgen.records import RequestRecord, to_record
+from kvbench.loadgen.workload import Request, build_sequence
 
 __all__ = [
     "RoutingSummary",
     "SequenceSpec",
     "WorkerShare",
     "run_sequence",
-    "shared_prefix_prompts",
-    "summarize",
+    "summarize_routing",
 ]
+
+_REQUEST_TIMEOUT = 120.0
+_CONNECT_TIMEOUT = 10.0
 
 
 class SequenceSpec(BaseModel):
-    """The shape of a shared-prefix request sequence."""
+    """The shape of a shared-prefix request sequence and how many are in flight."""
 
     model_config = ConfigDict(frozen=True)
 
     seed: int = 0
-    prefixes: int = Field(16, ge=1)
+    prefixes: int = Field(16, ge=1, le=64)
     requests_per_prefix: int = Field(20, ge=1)
     prefix_tokens: int = Field(512, ge=1)
-    suffix_tokens: int = Field(32, ge=0)
+    suffix_tokens: int = Field(32, ge=1)
     max_tokens: int = Field(8, ge=1)
     concurrency: int = Field(16, ge=1)
-    token_low: int = Field(1000, ge=0)
-    token_high: int = Field(30000, ge=1)
+
+    def requests(self) -> list[Request]:
+        """The measured requests, `prefixes x requests_per_prefix` of them, in sending order."""
+        workload = Workload(
+            shared_prefix=SharedPrefixWorkload(
+                prefixes=[self.prefixes],
+                prefix_tokens=self.prefix_tokens,
+                suffix_tokens=self.suffix_tokens,
+                output_tokens=self.max_tokens,
+                requests_per_prefix=self.requests_per_prefix,
+                min_requests=1,
+            )
+        )
+        point = Point(concurrency=self.concurrency, prefixes=self.prefixes)
+        sequence = build_sequence(
+            workload, point, self.seed, Warmup(requests_per_prefix=0), TokenSpace()
+        )
+        return sequence.measured
 
 
 class WorkerShare(BaseModel):
@@ -64,78 +88,60 @@ class RoutingSummary(BaseModel):
 
     requests: int
     hit_rate: float
-    mean_ttft_ms: float
+    mean_ttft_ms: float = Field(description="Client-measured, first token chunk after sending")
     workers: list[WorkerShare]
 
 
-def shared_prefix_prompts(spec: SequenceSpec) -> list[tuple[int, list[int]]]:
-    """(group, token ids) for every request, in the order they are sent."""
-    rng = random.Random(f"kvbench-dynamo-sequence/{spec.seed}")
-
-    def draw(count: int) -> list[int]:
-        return [rng.randrange(spec.token_low, spec.token_high) for _ in range(count)]
-
-    prefixes = [draw(spec.prefix_tokens) for _ in range(spec.prefixes)]
-    order = [g for g in range(spec.prefixes) for _ in range(spec.requests_per_prefix)]
-    rng.shuffle(order)
-    return [(group, prefixes[group] + draw(spec.suffix_tokens)) for group in order]
-
-
 async def _send_all(
-    base_url: str, model: str, prompts: Sequence[list[int]], max_tokens: int, concurrency: int
-) -> list[RequestOutcome]:
-    gate = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
+    base_url: str, model: str, requests: list[Request], concurrency: int
+) -> list[Attempt]:
+    url = f"{base_url}/v1/completions"
+    bodies = [encode_body(r, model, "completions", nvext=True) for r in requests]
+    attempts = [Attempt(r, url, 0.0) for r in requests]
+    async with Client("new", _REQUEST_TIMEOUT, _CONNECT_TIMEOUT) as client:
 
-        async def one(prompt: list[int]) -> RequestOutcome:
-            async with gate:
-                return await complete(client, base_url, model, prompt, max_tokens)
+        async def send(request: Request, due: float) -> None:
+            attempt = attempts[request.index]
+            attempt.due = due
+            await client.send(url, bodies[request.index], attempt)
 
-        # Tasks reach the semaphore in creation order and it wakes waiters first come,
-        # first served, so requests start in sequence order.
-        return list(await asyncio.gather(*(one(prompt) for prompt in prompts)))
+        await drive(requests, Schedule("closed", cap=concurrency), send)
+    return attempts
 
 
-def run_sequence(
-    deployment: DynamoDeployment, spec: SequenceSpec
-) -> tuple[list[int], list[RequestOutcome]]:
-    """Send the sequence in order; the groups of the requests and their outcomes."""
-    sequence = shared_prefix_prompts(spec)
-    outcomes = asyncio.run(
+def run_sequence(deployment: DynamoDeployment, spec: SequenceSpec) -> list[RequestRecord]:
+    """Send the sequence in order through the frontend; one record per request."""
+    origin = time.perf_counter()
+    attempts = asyncio.run(
         _send_all(
-            deployment.base_url,
-            deployment.spec.model_name,
-            [prompt for _, prompt in sequence],
-            spec.max_tokens,
-            spec.concurrency,
+            deployment.base_url, deployment.spec.model_name, spec.requests(), spec.concurrency
         )
     )
-    return [group for group, _ in sequence], outcomes
+    return [to_record(attempt, origin) for attempt in attempts]
 
 
-def summarize(groups: Sequence[int], outcomes: Sequence[RequestOutcome]) -> RoutingSummary:
-    """Hit rate, mean frontend-measured TTFT and per-worker shares of one run."""
-    per_worker: dict[int, list[tuple[int, RequestOutcome]]] = {}
-    for group, outcome in zip(groups, outcomes, strict=True):
-        if outcome.worker_id is None or outcome.prompt_tokens is None:
-            raise ValueError(f"a response lacks nvext.worker_id or usage: {outcome}")
-        per_worker.setdefault(outcome.worker_id, []).append((group, outcome))
+def summarize_routing(records: Sequence[RequestRecord]) -> RoutingSummary:
+    """Hit rate, mean TTFT and per-worker shares of one run; failed requests are refused."""
+    per_worker: dict[int, list[RequestRecord]] = {}
+    for record in records:
+        if not record.ok or record.worker_id is None or record.prompt_tokens is None:
+            raise ValueError(f"a request failed or lacks nvext.worker_id or usage: {record}")
+        per_worker.setdefault(record.worker_id, []).append(record)
     shares = [
         WorkerShare(
             instance_id=instance_id,
             requests=len(served),
-            prompt_tokens=sum(o.prompt_tokens or 0 for _, o in served),
-            cached_tokens=sum(o.cached_tokens or 0 for _, o in served),
-            groups=len({g for g, _ in served}),
+            prompt_tokens=sum(r.prompt_tokens or 0 for r in served),
+            cached_tokens=sum(r.cached_tokens or 0 for r in served),
+            groups=len({r.group for r in served}),
         )
         for instance_id, served in sorted(per_worker.items())
     ]
     prompt = sum(s.prompt_tokens for s in shares)
-    ttfts = [o.timing.ttft_ms for o in outcomes if o.timing and o.timing.ttft_ms is not None]
+    ttfts = [r.ttft for r in records if r.ttft is not None]
     return RoutingSummary(
-        requests=len(outcomes),
+        requests=len(records),
         hit_rate=sum(s.cached_tokens for s in shares) / prompt if prompt else 0.0,
-        mean_ttft_ms=sum(ttfts) / len(ttfts) if ttfts else 0.0,
+        mean_ttft_ms=1000 * sum(ttfts) / len(ttfts) if ttfts else 0.0,
         workers=shares,
     )

@@ -5,7 +5,7 @@ server counters read around the measured window, and a versioned result document
 """
 
 from kvbench.loadgen.config import RunConfig, load_config
-from kvbench.loadgen.results import LoadgenResult
-from kvbench.loadgen.runner import run_load, run_sync
+from kvbench.loadgen.measure import run_load, run_sync
+from kvbench.loadgen.results import LoadgenResult, read_result
 
-__all__ = ["LoadgenResult", "RunConfig", "load_config", "run_load", "run_sync"]
+__all__ = ["LoadgenResult", "RunConfig", "load_config", "read_result", "run_load", "run_sync"]

@@ -7,8 +7,7 @@ queried, cached tokens hit, successful requests, prompt and output tokens. The t
 rates of the summary then come from one source, and a note in the document says so.
 """
 
-from kvbench.api.status import PodResult
-from kvbench.loadgen.counters import PodCounters
+from kvbench.loadgen.counters import PodCounters, PodDelta
 from kvbench.loadgen.records import RequestRecord
 
 __all__ = ["RESPONSE_FIELDS", "attribute_responses"]
@@ -17,11 +16,11 @@ RESPONSE_FIELDS = ("prefix_cache_queries", "prefix_cache_hits", "requests")
 
 
 def attribute_responses(
-    pods: list[PodResult],
+    pods: list[PodDelta],
     before: dict[str, PodCounters],
     records: list[RequestRecord],
     worker_ids: dict[str, int],
-) -> tuple[list[PodResult], list[str]]:
+) -> tuple[list[PodDelta], list[str]]:
     """`pods` with the response-based figures filled in where the server had no counters."""
     served: dict[int, list[RequestRecord]] = {}
     for record in records:

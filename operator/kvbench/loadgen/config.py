@@ -9,20 +9,20 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from kvbench.api import Point
 from kvbench.api.base import ApiModel
 from kvbench.api.load import Warmup
-from kvbench.api.status import Point
 from kvbench.api.units import Duration, parse_duration
 from kvbench.api.workload import Workload
 
 __all__ = [
     "ConfigError",
     "DirectMetrics",
+    "LoadTarget",
     "MetricsConfig",
     "PrefixAffinityTarget",
     "PrometheusMetrics",
     "RunConfig",
-    "Target",
     "TokenSpace",
     "UrlTarget",
     "load_config",
@@ -56,7 +56,7 @@ class PrefixAffinityTarget(ApiModel):
     )
 
 
-Target = Annotated[UrlTarget | PrefixAffinityTarget, Field(discriminator="kind")]
+LoadTarget = Annotated[UrlTarget | PrefixAffinityTarget, Field(discriminator="kind")]
 
 
 class DirectMetrics(ApiModel):
@@ -121,7 +121,7 @@ class RunConfig(ApiModel):
     api: Literal["completions", "chat"] = Field(
         "completions", description="/v1/completions (text or token ids) or /v1/chat/completions"
     )
-    target: Target
+    target: LoadTarget
     workload: Workload
     point: Point
     seed: int = Field(..., ge=0, description="The run's sequence seed (PlannedRun.seed)")

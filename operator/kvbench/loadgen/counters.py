@@ -3,7 +3,7 @@
 Direct source: every worker's /metrics, fetched with httpx and parsed with
 prometheus_client's exposition-format parser (no regexes). The Prometheus source lives in
 `kvbench.loadgen.prometheus`; both produce `PodCounters` snapshots that `pod_deltas` turns
-into the API's `PodResult` (the counters' increase over the window).
+into `PodDelta`s (the counters' increase over the window).
 """
 
 import asyncio
@@ -14,7 +14,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
 from kvbench.api.base import ApiModel
-from kvbench.api.status import PodResult
 from kvbench.api.units import parse_duration
 from kvbench.loadgen.config import DirectMetrics
 
@@ -23,6 +22,7 @@ __all__ = [
     "CounterSource",
     "DirectCounters",
     "PodCounters",
+    "PodDelta",
     "parse_metrics",
     "pod_deltas",
 ]
@@ -38,7 +38,7 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "generation_tokens": ("vllm:generation_tokens_total",),
     "requests": ("vllm:request_success_total",),
 }
-"""PodResult field -> vLLM sample names (v1 first, then the names of older releases). Samples
+"""PodDelta field -> vLLM sample names (v1 first, then the names of older releases). Samples
 are summed over their labels (engine, model_name, finished_reason)."""
 
 CACHE_INFO = "vllm:cache_config_info"
@@ -51,6 +51,20 @@ class PodCounters(ApiModel):
     pod: str
     values: dict[str, float | None] = Field(default_factory=dict)
     kv_cache_tokens: int | None = None
+
+
+class PodDelta(ApiModel):
+    """One pod's counters' increase over the measured window: the load generator's own
+    model, so that the experiment's status can change without changing this document."""
+
+    pod: str
+    kv_cache_tokens: int | None = Field(None, description="KV cache size of this server start")
+    prefix_cache_queries: float = Field(0, description="Tokens queried in the window")
+    prefix_cache_hits: float = Field(0, description="Tokens hit in the window")
+    preemptions: float = 0
+    requests: float = Field(0, description="Successful requests in the window")
+    prompt_tokens: float = 0
+    generation_tokens: float = 0
 
 
 class CounterSource(Protocol):
@@ -125,7 +139,7 @@ class DirectCounters:
 
 def pod_deltas(
     before: dict[str, PodCounters], after: dict[str, PodCounters]
-) -> tuple[list[PodResult], list[str]]:
+) -> tuple[list[PodDelta], list[str]]:
     """Per-pod increase over the window, and notes on anything that makes it doubtful."""
     pods, notes = [], []
     for name in sorted(set(before) | set(after)):
@@ -141,5 +155,5 @@ def pod_deltas(
             if a < b:
                 notes.append(f"pod {name}: {field} went down ({b} -> {a}): the server restarted")
             deltas[field] = a - b
-        pods.append(PodResult(pod=name, kv_cache_tokens=after[name].kv_cache_tokens, **deltas))
+        pods.append(PodDelta(pod=name, kv_cache_tokens=after[name].kv_cache_tokens, **deltas))
     return pods, notes

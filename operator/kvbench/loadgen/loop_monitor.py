@@ -13,8 +13,9 @@ import time
 from pydantic import Field
 
 from kvbench.api.base import ApiModel
+from kvbench.loadgen.summary import percentile
 
-__all__ = ["ClientHealth", "LoopMonitor"]
+__all__ = ["ClientHealth", "LoopMonitor", "judge"]
 
 _BUSY_CPU = 0.9
 
@@ -53,25 +54,31 @@ class LoopMonitor:
             self._lags.append(max(0.0, time.perf_counter() - due))
 
     async def stop(self, lag_threshold: float, lateness_p99: float | None) -> ClientHealth:
-        """Stop sampling and judge: client-bound if lag p99 or CPU use is too high."""
+        """Stop sampling and judge the window (`judge`)."""
         cpu = (time.process_time() - self._cpu0) / max(time.perf_counter() - self._wall0, 1e-9)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        lags = sorted(self._lags)
-        health = ClientHealth(cpu_utilization=round(cpu, 4), lateness_p99=lateness_p99)
-        if lags:
-            health.loop_lag_p50 = round(lags[len(lags) // 2], 6)
-            health.loop_lag_p99 = round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 6)
-            health.loop_lag_max = round(lags[-1], 6)
-        reasons = []
-        if health.loop_lag_p99 is not None and health.loop_lag_p99 > lag_threshold:
-            reasons.append(
-                f"event-loop lag p99 {health.loop_lag_p99 * 1e3:.1f} ms > "
-                f"{lag_threshold * 1e3:.1f} ms"
-            )
-        if cpu > _BUSY_CPU:
-            reasons.append(f"the client used {cpu:.0%} of a core")
-        health.reasons, health.client_bound = reasons, bool(reasons)
-        return health
+        return judge(self._lags, cpu, lag_threshold, lateness_p99)
+
+
+def judge(
+    lags: list[float], cpu: float, lag_threshold: float, lateness_p99: float | None
+) -> ClientHealth:
+    """Client-bound if the loop lag's p99 or the CPU use is too high."""
+    ordered = sorted(lags)
+    health = ClientHealth(cpu_utilization=round(cpu, 4), lateness_p99=lateness_p99)
+    if ordered:
+        health.loop_lag_p50 = round(percentile(ordered, 50), 6)
+        health.loop_lag_p99 = round(percentile(ordered, 99), 6)
+        health.loop_lag_max = round(ordered[-1], 6)
+    reasons = []
+    if health.loop_lag_p99 is not None and health.loop_lag_p99 > lag_threshold:
+        reasons.append(
+            f"event-loop lag p99 {health.loop_lag_p99 * 1e3:.1f} ms > {lag_threshold * 1e3:.1f} ms"
+        )
+    if cpu > _BUSY_CPU:
+        reasons.append(f"the client used {cpu:.0%} of a core")
+    health.reasons, health.client_bound = reasons, bool(reasons)
+    return health

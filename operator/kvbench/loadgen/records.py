@@ -82,7 +82,7 @@ def sim_timing(ext: dict[str, Any]) -> SimTiming:
     preemptions, cached = ext.get("num_preemptions"), ext.get("cached_tokens")
     return SimTiming(
         worker=str(ext["worker"]) if ext.get("worker") is not None else None,
-        arrival=arrival,
+        arrival=_r(arrival) if arrival is not None else None,
         ttft=_r(first - arrival) if first is not None and arrival is not None else None,
         e2e=_r(finish - arrival) if finish is not None and arrival is not None else None,
         queue=_r(scheduled - arrival) if scheduled is not None and arrival is not None else None,

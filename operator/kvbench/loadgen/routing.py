@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from kvbench.loadgen.config import PrefixAffinityTarget, Target, UrlTarget
+from kvbench.loadgen.config import LoadTarget, PrefixAffinityTarget, UrlTarget
 from kvbench.loadgen.workload import Request
 
 __all__ = ["Route", "Router", "bounded_assignment", "make_router"]
@@ -78,7 +78,7 @@ class Router:
         return Route(name, self._urls[name])
 
 
-def make_router(target: Target, path: str, groups: int | None = None) -> Router:
+def make_router(target: LoadTarget, path: str, groups: int | None = None) -> Router:
     """A router for the config's target and API path; `groups` is the number of prefix
     groups when the workload has them."""
     if isinstance(target, UrlTarget):

@@ -13,8 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from kvbench.api.base import ApiModel
-from kvbench.api.status import PodResult, RunSummary
-from kvbench.loadgen.loop_monitor import ClientHealth
+from kvbench.loadgen.counters import PodDelta
 from kvbench.loadgen.records import RequestRecord
 
 __all__ = [
@@ -26,8 +25,7 @@ __all__ = [
     "hit_rates",
     "percentile",
     "stats",
-    "summarize",
-    "to_run_summary",
+    "summarize_records",
     "warnings",
 ]
 
@@ -90,6 +88,13 @@ class Summary(ApiModel):
     wall: ClockFigures = Field(default_factory=ClockFigures)
     simulated: ClockFigures | None = None
 
+    @property
+    def reported(self) -> ClockFigures:
+        """The figures on `latency_clock`: the ones to quote."""
+        if self.latency_clock == "wall" or self.simulated is None:
+            return self.wall
+        return self.simulated
+
 
 def percentile(ordered: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (NumPy's default) on sorted values."""
@@ -125,12 +130,13 @@ def cache_reporting(records: Iterable[RequestRecord]) -> bool:
 
 
 def _hit(r: RequestRecord, reporting: bool) -> bool | None:
-    if r.cached_tokens is None:
-        return False if reporting else None
-    return r.cached_tokens > 0
+    """`RequestRecord.hit`, with a silent response a miss once the server reports at all."""
+    if r.hit is None and reporting:
+        return False
+    return r.hit
 
 
-def hit_rates(ok: list[RequestRecord], pods: list[PodResult] | None, reporting: bool) -> HitRates:
+def hit_rates(ok: list[RequestRecord], pods: list[PodDelta] | None, reporting: bool) -> HitRates:
     rates = HitRates(reported=sum(1 for r in ok if r.cached_tokens is not None))
     if reporting and ok:
         rates.request_hit_rate = sum(1 for r in ok if _hit(r, reporting)) / len(ok)
@@ -207,9 +213,9 @@ def _simulated_window(ok: list[RequestRecord], wall: float, time_scale: float | 
     return max((hi - lo for lo, hi in spans.values()), default=0.0)
 
 
-def summarize(
+def summarize_records(
     records: list[RequestRecord],
-    pods: list[PodResult] | None,
+    pods: list[PodDelta] | None,
     window_seconds: float,
     time_scale: float | None = None,
     scaled_by: float | None = None,
@@ -245,37 +251,14 @@ def summarize(
     return summary
 
 
-def to_run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
-    """The figures the experiment's status keeps, on the clock the summary reports."""
-    clock = summary.wall if summary.latency_clock == "wall" else summary.simulated
-    assert clock is not None
-    return RunSummary(
-        requests=summary.requests,
-        errors=summary.errors,
-        request_hit_rate=summary.hit_rates.request_hit_rate,
-        token_hit_rate=summary.hit_rates.token_hit_rate_counters,
-        requests_per_second=clock.requests_per_second,
-        output_tokens_per_second=clock.output_tokens_per_second,
-        ttft_p50=clock.ttft.p50,
-        ttft_p90=clock.ttft.p90,
-        ttft_p99=clock.ttft.p99,
-        ttft_hit_p50=clock.ttft_hit.p50,
-        ttft_miss_p50=clock.ttft_miss.p50,
-        itl_p50=clock.itl.p50,
-        itl_p99=clock.itl.p99,
-        itl_max=clock.itl.max,
-        client_bound=client.client_bound,
-        latency_clock=summary.latency_clock,
-    )
-
-
 def warnings(
     summary: Summary,
-    client: ClientHealth,
+    client_bound: list[str],
     configured_scale: float,
     observed_scale: float | None,
 ) -> list[str]:
-    """What a reader of the figures must know before trusting them."""
+    """What a reader of the figures must know before trusting them. `client_bound`: the
+    reasons the client set the pace (`ClientHealth.reasons`), if it did."""
     out = []
     if summary.requests and summary.errors:
         out.append(f"{summary.errors} of {summary.requests} measured requests failed")
@@ -291,8 +274,8 @@ def warnings(
             f"{summary.hit_rates.token_hit_rate_responses:.4f} vs counters "
             f"{summary.hit_rates.token_hit_rate_counters:.4f} (preemptions recount queries)"
         )
-    if client.client_bound:
-        out.append("client-bound: " + "; ".join(client.reasons))
+    if client_bound:
+        out.append("client-bound: " + "; ".join(client_bound))
     if observed_scale is not None and observed_scale != configured_scale:
         out.append(
             f"the simulator runs at time scale {observed_scale} but the config says "

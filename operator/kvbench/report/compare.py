@@ -6,8 +6,9 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from kvbench.api import AggregatePoint
-from kvbench.runner.aggregate import aggregate
-from kvbench.runner.store import ResultsStore
+from kvbench.report.formats import milliseconds as _ms
+from kvbench.report.formats import percent as _pct
+from kvbench.runner import DirectoryStore, StoreMismatch
 
 __all__ = ["Side", "compare_table", "parse_side"]
 
@@ -22,23 +23,19 @@ class Side(BaseModel):
 def parse_side(text: str) -> Side:
     """`DIR` (every arm) or `DIR@ARM` (one arm) into its aggregate points."""
     directory, _, arm = text.partition("@")
-    store = ResultsStore(Path(directory))
-    if not store.spec_file.exists():
+    store = DirectoryStore(Path(directory))
+    if not store.is_results_directory():
         raise ValueError(f"{directory}: not a kvbench results directory (no experiment.yaml)")
-    points = aggregate(store.experiment().spec, store.records())
+    try:
+        store.load()
+    except StoreMismatch as err:
+        raise ValueError(str(err)) from None
+    points = store.aggregate()
     if arm:
         points = [p for p in points if p.arm == arm]
         if not points:
             raise ValueError(f"{directory}: no finished runs of arm {arm!r}")
     return Side(label=text, points=points)
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.1f} %"
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{1000 * v:,.0f}"
 
 
 def _key(p: AggregatePoint, with_arm: bool) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from kvbench.loadgen.results import read_result
 from kvbench.report.plots import plot_hit_rates, plot_ttft
 from kvbench.report.tables import (
     hit_miss_table,
@@ -14,22 +15,28 @@ from kvbench.report.tables import (
     throughput_table,
     ttft_table,
 )
-from kvbench.runner.aggregate import aggregate
-from kvbench.runner.outcome import ttft_samples
-from kvbench.runner.store import ResultsStore
+from kvbench.runner.mapping import ttft_samples
+from kvbench.runner.stores import RunStore
 
 __all__ = ["render_report"]
 
 
-def render_report(store: ResultsStore, console: Console) -> list[Path]:
-    """Print the report of `store` on `console`; write its plots; return the plot paths."""
+def render_report(store: RunStore, console: Console, plot_dir: Path) -> list[Path]:
+    """Print the report of `store` on `console`; write its plots into `plot_dir`; return the
+    plot paths. Failed runs are listed, and left out of every table."""
     experiment = store.experiment()
     spec = experiment.spec
-    records = store.records()
+    failed = [r for r in store.records() if r.error is not None]
+    records = [r for r in store.records() if r.error is None]
+    for record in failed:
+        console.print(
+            f"[red]run {record.id} failed[/red] after {len(record.failed_attempts)} "
+            f"attempt(s): {record.error_reason}: {(record.error or '').splitlines()[0]}"
+        )
     if not records:
-        console.print(f"{store.root}: no finished runs yet")
+        console.print(f"{store.location().location}: no recorded runs yet")
         return []
-    points = aggregate(spec, records)
+    points = store.aggregate()
     clock = latency_clock(records)
     errors = sum(r.summary.errors for r in records)
     console.print(
@@ -67,10 +74,10 @@ def render_report(store: ResultsStore, console: Console) -> list[Path]:
     samples: dict[str, list[float]] = defaultdict(list)
     for record in records:
         if record.raw_results:
-            raw = (store.root / record.raw_results).read_text()
-            samples[f"{record.arm} / {record.variant} / {record.point.key}"] += ttft_samples(raw)
+            result = read_result(store.read_raw(record.raw_results))
+            samples[f"{record.arm} / {record.variant} / {record.point.key}"] += ttft_samples(result)
     written = [
-        plot_hit_rates(points, store.root / "hit_rate.png"),
-        plot_ttft(dict(samples), clock, store.root / "ttft.png"),
+        plot_hit_rates(points, plot_dir / "hit_rate.png"),
+        plot_ttft(dict(samples), clock, plot_dir / "ttft.png"),
     ]
     return [p for p in written if p is not None]

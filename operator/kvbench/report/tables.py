@@ -7,6 +7,8 @@ from statistics import median
 from rich.table import Table
 
 from kvbench.api import AggregatePoint, ExperimentSpec, RunRecord
+from kvbench.report.formats import milliseconds as _ms
+from kvbench.report.formats import percent as _pct
 
 __all__ = [
     "hit_miss_table",
@@ -16,14 +18,6 @@ __all__ = [
     "throughput_table",
     "ttft_table",
 ]
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f} %"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{1000 * value:,.0f}"
 
 
 def latency_clock(records: list[RunRecord]) -> str:

@@ -1,13 +1,18 @@
-"""The experiment runner and its cluster back ends."""
+"""The experiment runner, its results stores and its cluster back ends."""
 
 from kvbench.runner.aggregate import aggregate, capacity_model
-from kvbench.runner.experiment import ExperimentRunner, Progress
-from kvbench.runner.store import ResultsStore, StoreMismatch
+from kvbench.runner.experiment import ExperimentResult, ExperimentRunner, RunObserver
+from kvbench.runner.states import RunStage, RunState
+from kvbench.runner.stores import DirectoryStore, RunStore, StoreMismatch
 
 __all__ = [
+    "DirectoryStore",
+    "ExperimentResult",
     "ExperimentRunner",
-    "Progress",
-    "ResultsStore",
+    "RunObserver",
+    "RunStage",
+    "RunState",
+    "RunStore",
     "StoreMismatch",
     "aggregate",
     "capacity_model",

@@ -1,148 +1,339 @@
-"""The experiment runner: sequences every run of the plan over a Cluster, checkpointing each.
+"""The experiment runner: every planned run through its persisted state machine, on a Cluster.
 
-Per run: fresh workers (or a cache reset), the arm in front of them, warm-up and measured load,
-counters, then the record is written. Runs already in the results directory are skipped, so an
-interrupted experiment resumes where it stopped and never records a run twice.
+Per run: fresh workers (or a cache reset), the arm in front of them, the load generator
+(warm-up, then the measured window), a check that no worker restarted, the record. Each
+state is written to the store before its side effect, so a runner stopped anywhere (cancelled,
+crashed, killed) is continued by the next one from the store: a recorded run is never
+repeated, a load generator still running is adopted, one that finished unwatched is collected,
+and only an attempt with nothing durable is run again.
+
+A failed attempt is data: it is kept with its reason and the run is tried again on fresh
+workers within `execution.retries`; then the run is recorded as failed and the others go on.
+Only a spec the back end cannot run stops the experiment at once.
 """
 
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
-from kvbench.api import BenchmarkExperiment, PodResult, RunRecord
-from kvbench.plan import PlannedRun, plan_experiment
+from kvbench.api import (
+    AttemptFailure,
+    BenchmarkExperiment,
+    ExperimentStatus,
+    RoutingArm,
+    RunRecord,
+)
+from kvbench.loadgen.results import read_result
+from kvbench.plan import Plan, PlannedRun, plan_experiment
 from kvbench.runner.aggregate import aggregate
-from kvbench.runner.cluster.base import Cluster, LoadOutcome, Target, WorkerInfo
-from kvbench.runner.store import ResultsStore
+from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, Cluster, WorkerInfo
+from kvbench.runner.failures import RunFailure, SpecNotRunnable, WorkersDisturbed
+from kvbench.runner.mapping import build_run_config, run_record
+from kvbench.runner.states import RunStage, RunState
+from kvbench.runner.status import experiment_status
+from kvbench.runner.stores.base import RunStore
 
-__all__ = ["ExperimentRunner", "Progress"]
-
-
-class Progress(Protocol):
-    """Where the runner reports what it does (a terminal bar, the resource's status, ...)."""
-
-    def started(self, total: int, done: int) -> None: ...
-
-    def run_started(self, run: PlannedRun) -> None: ...
-
-    def run_finished(self, run: PlannedRun, record: RunRecord) -> None: ...
+__all__ = ["ExperimentResult", "ExperimentRunner", "RunObserver"]
 
 
-def _pods(outcome: LoadOutcome, workers: list[WorkerInfo]) -> list[PodResult]:
-    """The load generator's counter deltas, completed with what the cluster knows of each pod."""
-    by_name = {w.name: w for w in workers}
-    pods = []
-    for pod in outcome.pods:
-        worker = by_name.get(pod.pod)
-        if worker is not None:
-            pod = pod.model_copy(
-                update={
-                    "node": pod.node or worker.node,
-                    "kv_cache_tokens": pod.kv_cache_tokens or worker.kv_cache_tokens,
-                    "startup_seconds": pod.startup_seconds or worker.startup_seconds,
-                    "address": pod.address or worker.base_url,
-                }
-            )
-        pods.append(pod)
-    return pods
+class RunObserver(Protocol):
+    """Where the runner reports what it does (a terminal, the resource's status and events)."""
+
+    def started(self, plan: Plan, done: int) -> None: ...
+
+    def stage(self, run: PlannedRun, state: RunState) -> None: ...
+
+    def recorded(self, run: PlannedRun, record: RunRecord) -> None: ...
+
+    def attempt_failed(self, run: PlannedRun, failure: AttemptFailure, retrying: bool) -> None: ...
+
+    def status(self, status: ExperimentStatus) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """Every run's record once the experiment ended."""
+
+    records: list[RunRecord]
+
+    @property
+    def failed(self) -> list[RunRecord]:
+        """The runs whose every attempt failed."""
+        return [r for r in self.records if r.error is not None]
+
+
+_BEFORE_LOAD = (
+    RunStage.WORKERS_STARTING,
+    RunStage.WORKERS_READY,
+    RunStage.ARM_OPEN,
+    RunStage.LOAD_RUNNING,
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 class ExperimentRunner:
-    """Runs one experiment's pending runs on a cluster, into a results directory."""
+    """Runs one experiment's unfinished runs on a cluster, into a results store.
+
+    `hold` is a fault-injection point for tests: called with every state the runner has
+    written, and when it answers True the runner waits there forever (until it is killed or
+    cancelled), so a test can stop it at exactly that step.
+    """
 
     def __init__(
         self,
         experiment: BenchmarkExperiment,
         cluster: Cluster,
-        store: ResultsStore,
-        progress: Progress | None = None,
+        store: RunStore,
+        observer: RunObserver | None = None,
+        hold: Callable[[RunState], bool] | None = None,
     ) -> None:
         self.experiment = experiment
+        self.spec = experiment.spec
         self.cluster = cluster
         self.store = store
-        self.progress = progress
+        self.observer = observer
+        self.plan = plan_experiment(experiment)
+        self.hold = hold
+        self.started_at: datetime | None = None
+        self._workers: list[WorkerInfo] = []
+        self._workers_for: tuple[str, str] | None = None
+        self._endpoint: ArmEndpoint | None = None
+        self._current: RunState | None = None
 
-    def pending(self) -> list[PlannedRun]:
-        """Runs of the plan not yet recorded in the results directory."""
-        done = self.store.done()
-        return [r for r in plan_experiment(self.experiment).runs if r.id not in done]
+    async def run(self, on_cancel: Literal["teardown", "detach"] = "teardown") -> ExperimentResult:
+        """Carry out every unfinished run, then tear the children down.
 
-    async def run(self) -> list[RunRecord]:
-        """Run every pending run; the cluster is closed whatever happens."""
-        spec = self.experiment.spec
-        problems = self.cluster.problems(spec)
+        Cancelled, it tears down too (a user stopped the experiment), unless `on_cancel` is
+        `detach` (the host is going away: children keep running for the next runner).
+        """
+        problems = self.cluster.problems(self.spec)
         if problems:
-            raise ValueError("this back end cannot run the experiment:\n  " + "\n  ".join(problems))
+            raise SpecNotRunnable(problems)
         self.store.open(self.experiment)
-        plan = plan_experiment(self.experiment)
-        pending = self.pending()
-        if self.progress:
-            self.progress.started(len(plan.runs), len(plan.runs) - len(pending))
-        engines = spec.engines()
-        arms = {arm.name: arm for arm in spec.routing}
-        workers: list[WorkerInfo] = []
-        target: Target | None = None
-        started: tuple[str, str] | None = None
+        self.started_at = _now()
+        states = self.store.states()
+        done = sum(1 for s in states.values() if s.stage.finished)
+        if self.observer:
+            self.observer.started(self.plan, done)
+        await self.cluster.recover(self._adoptable(states))
         try:
-            for run in pending:
-                if self.progress:
-                    self.progress.run_started(run)
-                arm = arms[run.arm]
-                wanted = (run.variant, arm.name if arm.worker_kind != "vllm" else "vllm")
-                if spec.freshness == "restart" or wanted != started:
-                    await self.cluster.close_arm()
-                    target = None
-                    workers = await self.cluster.start_workers(
-                        spec, run.variant, engines[run.variant], arm
-                    )
-                    started = wanted
-                elif spec.freshness == "reset-cache":
-                    await self.cluster.reset_caches(workers)
-                if target is None or target.arm != run.arm:
-                    await self.cluster.close_arm()
-                    target = await self.cluster.open_arm(spec, arm, workers)
-                record = await self._measure(run, target, workers)
-                if self.progress:
-                    self.progress.run_finished(run, record)
-        finally:
-            await self.cluster.close()
-        return self.store.records()
-
-    async def _tail(self, worker: WorkerInfo, lines: int = 15) -> str:
-        """The end of a worker's log, for a failed run's error (never raises itself)."""
-        try:
-            text = await self.cluster.worker_logs(worker)
-        except Exception as err:
-            return f"(log not available: {err})"
-        return "\n".join(text.splitlines()[-lines:])
-
-    async def _measure(
-        self, run: PlannedRun, target: Target, workers: list[WorkerInfo]
-    ) -> RunRecord:
-        started = datetime.now(UTC)
-        try:
-            outcome = await self.cluster.run_load(self.experiment.spec, run, target, workers)
-        except Exception as err:
-            for worker in workers:
-                err.add_note(
-                    f"--- log of {worker.name} (last lines) ---\n{await self._tail(worker)}"
-                )
+            for run in self.plan.runs:
+                state = states.get(run.index)
+                if state is not None and state.stage.finished:
+                    continue
+                await self._run(run, state or self._new_state(run))
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            if on_cancel == "detach":
+                await self.cluster.detach()
+            else:
+                self._interrupted()
+                await self.cluster.teardown(self.spec.cleanup)
             raise
-        raw = self.store.save_raw(run.id, outcome.raw_document)
+        except BaseException:
+            await self.cluster.teardown(self.spec.cleanup)
+            raise
+        await self.cluster.teardown(self.spec.cleanup)
+        self._publish(finished=True)
+        return ExperimentResult(self.store.records())
+
+    def _new_state(self, run: PlannedRun) -> RunState:
+        names = ChildNames(experiment=self.experiment.metadata.name, index=run.index, attempt=1)
+        return RunState(index=run.index, id=run.id, names=names)
+
+    @staticmethod
+    def _adoptable(states: dict[int, RunState]) -> ChildNames | None:
+        """The attempt whose load generator may still be running (the runner is sequential,
+        so there is at most one)."""
+        for state in states.values():
+            if state.stage == RunStage.LOAD_RUNNING and state.load_started_at is not None:
+                return state.names
+        return None
+
+    def _save(self, run: PlannedRun, state: RunState) -> RunState:
+        self.store.save_state(state)
+        self._current = state
+        if self.observer:
+            self.observer.stage(run, state)
+        self._publish()
+        return state
+
+    async def _hold(self, state: RunState) -> None:
+        if self.hold is not None and self.hold(state):
+            await asyncio.Event().wait()
+
+    def _interrupted(self) -> None:
+        """A user stopped the run under way: its attempt is void, but not a failure."""
+        state = self._current
+        if state is None or state.stage.finished:
+            return
+        if state.load_started_at is not None and state.stage == RunStage.LOAD_RUNNING:
+            self.store.save_state(state.next_attempt(None))
+        elif state.stage in _BEFORE_LOAD:
+            self.store.save_state(state.model_copy(update={"stage": RunStage.PENDING}))
+
+    async def _run(self, run: PlannedRun, state: RunState) -> None:
+        """Attempts of one run until one is recorded or the budget is spent."""
+        while True:
+            try:
+                await self._attempt(run, state)
+                return
+            except RunFailure as failure:
+                if failure.permanent:
+                    raise
+                state = await self._failed(run, self._current or state, failure)
+            except Exception as err:
+                failure = RunFailure(f"{type(err).__name__}: {err}")
+                state = await self._failed(run, self._current or state, failure)
+            if state.stage == RunStage.FAILED:
+                return
+
+    async def _failed(self, run: PlannedRun, state: RunState, failure: RunFailure) -> RunState:
+        """Keep the failure; a fresh attempt within the budget, else the run's failed record."""
+        detail = str(failure)
+        if self._workers:
+            detail += await self._log_tails()
+        reason = AttemptFailure(attempt=state.attempt, reason=failure.reason, message=detail)
+        self._forget_workers()
+        await self.cluster.release_load(state.names, keep=self.spec.cleanup.keep_jobs)
+        retrying = state.attempt <= self.spec.execution.retries
+        if self.observer:
+            self.observer.attempt_failed(run, reason, retrying)
+        if retrying:
+            return self._save(run, state.next_attempt(reason))
+        failures = [*state.failures, reason]
         record = RunRecord(
             id=run.id,
             index=run.index,
+            attempt=state.attempt,
             arm=run.arm,
             variant=run.variant,
             point=run.point,
             trial=run.trial,
             seed=run.seed,
-            digest=outcome.digest,
-            started_at=started,
-            finished_at=datetime.now(UTC),
-            pods=_pods(outcome, workers),
-            summary=outcome.summary,
-            raw_results=str(raw.relative_to(self.store.root)),
+            raw_results=state.raw,
+            failed_attempts=failures,
+            error=f"{len(failures)} attempt(s) failed; last: {failure}",
+            error_reason=failure.reason,
         )
         self.store.save_run(record)
-        self.store.save_aggregate(aggregate(self.experiment.spec, self.store.records()))
-        return record
+        return self._save(
+            run, state.model_copy(update={"stage": RunStage.FAILED, "failures": failures})
+        )
+
+    async def _attempt(self, run: PlannedRun, state: RunState) -> None:
+        self._current = state
+        if state.stage == RunStage.LOAD_RUNNING and state.load_started_at is not None:
+            self._workers, self._endpoint = state.workers, state.endpoint
+            self._workers_for = self._worker_key(run, self._arm(run))
+        elif state.stage != RunStage.COLLECTING:
+            state = await self._prepare(run, state)
+        if state.stage == RunStage.LOAD_RUNNING:
+            state = await self._collect_load(run, state)
+        await self._record(run, state)
+        await self.cluster.release_load(state.names, keep=self.spec.cleanup.keep_jobs)
+
+    def _arm(self, run: PlannedRun) -> RoutingArm:
+        return next(a for a in self.spec.routing if a.name == run.arm)
+
+    @staticmethod
+    def _worker_key(run: PlannedRun, arm: RoutingArm) -> tuple[str, str]:
+        """Runs that may share workers (freshness none/reset-cache): same variant, and the
+        same kind of workers (Dynamo's are per arm, its router mode is part of them)."""
+        return (run.variant, arm.name if arm.worker_kind != "vllm" else "vllm")
+
+    def _forget_workers(self) -> None:
+        self._workers, self._workers_for, self._endpoint = [], None, None
+
+    async def _prepare(self, run: PlannedRun, state: RunState) -> RunState:
+        """Workers, arm and the load generator's start, each announced before it happens."""
+        arm = self._arm(run)
+        state = self._save(run, state.model_copy(update={"stage": RunStage.WORKERS_STARTING}))
+        await self._hold(state)
+        key = self._worker_key(run, arm)
+        if self.spec.freshness == "restart" or key != self._workers_for or not self._workers:
+            self._forget_workers()
+            await self.cluster.close_arm()
+            self._workers = await self.cluster.start_workers(
+                self.spec, run.variant, self.spec.engines()[run.variant], arm, state.names
+            )
+            self._workers_for = key
+        elif self.spec.freshness == "reset-cache":
+            await self.cluster.reset_caches(self._workers)
+        state = self._save(
+            run,
+            state.model_copy(update={"stage": RunStage.WORKERS_READY, "workers": self._workers}),
+        )
+        await self._hold(state)
+        if self._endpoint is None or self._endpoint.arm != arm.name:
+            await self.cluster.close_arm()
+            self._endpoint = await self.cluster.open_arm(self.spec, arm, self._workers, state.names)
+        state = self._save(
+            run, state.model_copy(update={"stage": RunStage.ARM_OPEN, "endpoint": self._endpoint})
+        )
+        await self._hold(state)
+        config = build_run_config(
+            self.spec, run, self._endpoint, self._workers, self.cluster.uses_simulator(self.spec)
+        )
+        state = self._save(run, state.model_copy(update={"stage": RunStage.LOAD_RUNNING}))
+        await self._hold(state)
+        await self.cluster.start_load(self.spec, config, state.names)
+        state = self._save(run, state.model_copy(update={"load_started_at": _now()}))
+        await self._hold(state)
+        return state
+
+    async def _collect_load(self, run: PlannedRun, state: RunState) -> RunState:
+        """Wait for the load (what is left of `timeouts.run`), check the workers, keep the
+        document; a disturbed window is a failed attempt, its document kept as evidence."""
+        assert state.load_started_at is not None
+        elapsed = (_now() - state.load_started_at).total_seconds()
+        remaining = max(0.0, self.spec.timeouts.run_seconds - elapsed)
+        document = await self.cluster.wait_load(state.names, remaining)
+        disturbed = await self.cluster.check_workers(state.workers)
+        raw = self.store.save_raw(state.names, document)
+        if disturbed:
+            self._current = state.model_copy(update={"raw": raw})
+            raise WorkersDisturbed(disturbed)
+        state = self._save(run, state.model_copy(update={"stage": RunStage.COLLECTING, "raw": raw}))
+        await self._hold(state)
+        return state
+
+    async def _record(self, run: PlannedRun, state: RunState) -> None:
+        assert state.raw is not None
+        result = read_result(self.store.read_raw(state.raw))
+        record = run_record(run, state, result, state.load_started_at, _now())
+        self.store.save_run(record)
+        self.store.save_aggregate(aggregate(self.spec, self.store.records()))
+        state = self._save(run, state.model_copy(update={"stage": RunStage.RECORDED}))
+        if self.observer:
+            self.observer.recorded(run, record)
+        await self._hold(state)
+
+    async def _log_tails(self, lines: int = 15) -> str:
+        """The end of every worker's log, for a failed attempt (never raises itself)."""
+        parts = []
+        for worker in self._workers:
+            try:
+                text = await self.cluster.worker_logs(worker)
+                tail = "\n".join(text.splitlines()[-lines:])
+            except Exception as err:
+                tail = f"(log not available: {err})"
+            parts.append(f"\n--- log of {worker.name} (last lines) ---\n{tail}")
+        return "".join(parts)
+
+    def _publish(self, finished: bool = False) -> None:
+        if self.observer:
+            self.observer.status(
+                experiment_status(
+                    self.plan,
+                    self.store,
+                    self._current if not finished else None,
+                    self.started_at,
+                    _now() if finished else None,
+                    self.experiment.metadata.generation,
+                )
+            )

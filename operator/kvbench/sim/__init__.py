@@ -2,7 +2,7 @@
 
 The engine (``engine``, ``scheduler``, ``kv_cache``, ``block_pool``, ``timing``) runs on a
 virtual clock and knows nothing about HTTP; the server (``server``, ``api_models``,
-``runner``, ``metrics``, ``kv_events``) exposes it with vLLM's OpenAI-compatible API.
+``clock``, ``metrics``, ``kv_events``) exposes it with vLLM's OpenAI-compatible API.
 """
 
 from kvbench.sim.config import KVEventsConfig, SimConfig

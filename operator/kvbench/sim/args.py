@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache-memory-bytes", type=human_int)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float16", "float32", "half", "float"],
+        help="the weights' dtype; an auto KV cache is stored in it",
+    )
+    p.add_argument(
         "--kv-cache-dtype",
         default="auto",
         choices=["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"],
@@ -73,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--time-scale", type=float, default=1.0, help="wall s per simulated s")
     sim.add_argument("--worker-id", help="name of this worker in logs and responses")
     sim.add_argument("--kv-capacity-jitter", type=float, default=0.0, help="fraction, seeded")
+    sim.add_argument(
+        "--load-seconds",
+        type=float,
+        default=0.0,
+        help="wall seconds spent loading before serving, as vLLM loads weights (nothing "
+        "listens meanwhile)",
+    )
     return p
 
 

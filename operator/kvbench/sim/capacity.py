@@ -1,7 +1,9 @@
 """KV cache capacity computed the way vLLM v1 computes it, plus its start-up log lines.
 
 vLLM (``kv_cache_utils.get_num_blocks``): ``num_blocks = available // page_size // layers``
-with ``page_size = 2 * block_size * kv_heads * head_dim * dtype_bytes``. The available
+with ``page_size = 2 * block_size * kv_heads * head_dim * dtype_bytes`` (the geometry's
+``page_bytes``). ``blocks_for_bytes`` is that rule alone, for engines that take a block count
+(Dynamo's mocker) and must hold what a simulator worker holds. The available
 bytes are ``--kv-cache-memory-bytes`` when given, else ``total_gpu_memory *
 gpu_memory_utilization`` minus what profiling found in use (weights, activations,
 non-torch allocations). The simulator cannot profile, so the profile states the
@@ -15,14 +17,14 @@ import random
 
 from pydantic import BaseModel, ConfigDict
 
-from kvbench.sim.geometry import ModelGeometry, dtype_bytes
+from kvbench.sim.geometry import ModelGeometry
 
 __all__ = [
     "GIB",
     "InsufficientKVCacheError",
     "KVCapacity",
+    "blocks_for_bytes",
     "compute_capacity",
-    "kv_dtype_bytes",
 ]
 
 GIB = 1 << 30
@@ -67,11 +69,12 @@ class KVCapacity(BaseModel):
         ]
 
 
-def kv_dtype_bytes(kv_cache_dtype: str, geometry: ModelGeometry) -> int:
-    """Bytes per KV element: ``auto`` follows the model dtype, fp8 variants are 1."""
-    if kv_cache_dtype == "auto":
-        return dtype_bytes(geometry.dtype)
-    return dtype_bytes(kv_cache_dtype)
+def blocks_for_bytes(
+    geometry: ModelGeometry, available_bytes: int, *, block_size: int, kv_element_bytes: int
+) -> int:
+    """KV blocks that ``available_bytes`` hold: vLLM's ``available // page_size // layers``."""
+    page_size = geometry.page_bytes(block_size, kv_element_bytes)
+    return max(available_bytes // page_size // geometry.num_layers, 0)
 
 
 def compute_capacity(
@@ -80,6 +83,7 @@ def compute_capacity(
     block_size: int,
     max_model_len: int,
     kv_cache_dtype: str = "auto",
+    dtype: str | None = None,
     kv_cache_memory_bytes: int | None = None,
     gpu_memory_bytes: int,
     gpu_memory_utilization: float,
@@ -87,9 +91,12 @@ def compute_capacity(
     jitter: float = 0.0,
     seed: int = 0,
 ) -> KVCapacity:
-    """Blocks of KV cache for this configuration (see the module docstring for the rule)."""
-    elem = kv_dtype_bytes(kv_cache_dtype, geometry)
-    page_size = 2 * block_size * geometry.num_kv_heads * geometry.head_dim * elem
+    """Blocks of KV cache for this configuration (see the module docstring for the rule).
+
+    `dtype` is `--dtype`: an `auto` KV cache is stored in it (config.json's when unset or
+    `auto`), so `--dtype float32` doubles the page size and halves the blocks."""
+    elem = geometry.kv_element_bytes(kv_cache_dtype, dtype)
+    page_size = geometry.page_bytes(block_size, elem)
     if kv_cache_memory_bytes is not None:
         available = int(kv_cache_memory_bytes)
     else:
@@ -102,13 +109,14 @@ def compute_capacity(
             "No available memory for the cache blocks. Try increasing "
             "`gpu_memory_utilization` when initializing the engine."
         )
-    num_blocks = max(available // page_size // geometry.num_layers, 0)
     capacity = KVCapacity(
         available_bytes=available,
         page_size_bytes=page_size,
         num_layers=geometry.num_layers,
         block_size=block_size,
-        num_gpu_blocks=num_blocks,
+        num_gpu_blocks=blocks_for_bytes(
+            geometry, available, block_size=block_size, kv_element_bytes=elem
+        ),
         max_model_len=max_model_len,
         kv_dtype_bytes=elem,
     )

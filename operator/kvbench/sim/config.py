@@ -7,6 +7,7 @@ Fields use vLLM's names and defaults; ``None`` means "vLLM decides at start-up"
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -47,6 +48,7 @@ class SimConfig(BaseModel):
     max_model_len: int | None = Field(default=None, gt=0)
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    dtype: Literal["auto", "bfloat16", "float16", "float32", "half", "float"] = "auto"
     kv_cache_dtype: str = "auto"
     block_size: int = Field(default=16, gt=0)
     max_num_seqs: int | None = Field(default=None, gt=0)
@@ -63,6 +65,7 @@ class SimConfig(BaseModel):
     time_scale: float = Field(default=1.0, ge=0)
     worker_id: str | None = None
     kv_capacity_jitter: float = Field(default=0.0, ge=0, lt=1)
+    load_seconds: float = Field(default=0.0, ge=0)
 
     @field_validator("kv_events_config", mode="before")
     @classmethod

@@ -5,7 +5,7 @@ asks the scheduler for a batch, advances the clock by the batch's cost and sampl
 tokens at the step's end. Nothing here reads a wall clock, so a run is a pure
 function of the requests and their arrival times: tests and benchmarks drive it
 directly (``kvbench.sim.replay``), the server drives it through
-``kvbench.sim.runner`` which maps the virtual clock onto wall time.
+``kvbench.sim.clock`` which maps the virtual clock onto wall time.
 """
 
 from __future__ import annotations

@@ -89,6 +89,7 @@ def build_engine(
         block_size=config.block_size,
         max_model_len=max_model_len,
         kv_cache_dtype=config.kv_cache_dtype,
+        dtype=config.dtype,
         kv_cache_memory_bytes=config.kv_cache_memory_bytes,
         gpu_memory_bytes=gpu_bytes,
         gpu_memory_utilization=config.gpu_memory_utilization,

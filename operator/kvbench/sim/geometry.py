@@ -3,6 +3,8 @@
 vLLM reads these from the model's ``config.json``. The simulator has no weights, so it
 keeps a table of the models the project benchmarks and also reads a local
 ``config.json`` when ``--model`` names a directory, exactly the fields vLLM uses.
+This is kvbench's one source of KV geometry: the simulator's cache, the Dynamo mockers'
+block counts and the config.json written for them all read it from here.
 """
 
 from __future__ import annotations
@@ -80,9 +82,22 @@ class ModelGeometry(BaseModel):
         """Bytes of weights read per forward pass."""
         return int(self.num_params * self.weight_bytes_per_param)
 
-    def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
+    def kv_element_bytes(self, kv_cache_dtype: str = "auto", dtype: str | None = None) -> int:
+        """Bytes of one K or V element. vLLM's ``--kv-cache-dtype auto`` stores the model's
+        dtype: ``--dtype`` when it is set to one, else config.json's."""
+        if kv_cache_dtype != "auto":
+            return dtype_bytes(kv_cache_dtype)
+        if dtype is not None and dtype != "auto":
+            return dtype_bytes(dtype)
+        return dtype_bytes(self.dtype)
+
+    def page_bytes(self, block_size: int, kv_element_bytes: int) -> int:
+        """Bytes of K and V for one block in one layer (vLLM's page size)."""
+        return 2 * block_size * self.num_kv_heads * self.head_dim * kv_element_bytes
+
+    def kv_bytes_per_token(self, kv_element_bytes: int) -> int:
         """KV cache bytes one token holds across all layers (K and V)."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+        return self.num_layers * self.page_bytes(1, kv_element_bytes)
 
     @property
     def flops_per_token(self) -> float:

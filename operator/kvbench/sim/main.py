@@ -81,6 +81,9 @@ async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> in
         if publisher is not None:
             publisher.close()
         return 1
+    if config.load_seconds > 0:
+        logger.info("Loading model weights (%.1f s, --load-seconds)", config.load_seconds)
+        await asyncio.sleep(config.load_seconds)
     host = config.host or "0.0.0.0"
     uvicorn_logger.info("Started server process [%d]", os.getpid())
     uvicorn_logger.info("Waiting for application startup.")

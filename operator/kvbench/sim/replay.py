@@ -9,15 +9,15 @@ is the same on any machine.
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kvbench.loadgen.summary import percentile
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.request import SimRequest
 
-__all__ = ["RunSummary", "run_closed_loop", "run_open_loop", "summarize"]
+__all__ = ["RunSummary", "run_closed_loop", "run_open_loop", "summarize_replay"]
 
 
 @dataclass(frozen=True)
@@ -96,15 +96,15 @@ def run_open_loop(
     return requests
 
 
-def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+def _percentile(values: list[float], q: float) -> float:
+    """The load generator's percentile (linear interpolation), so a replayed p99 means what a
+    measured one does; 0 for no values (every request produced one token: no gaps)."""
+    return percentile(sorted(values), q) if values else 0.0
 
 
-def summarize(requests: list[SimRequest]) -> RunSummary:
-    """Throughput and latency figures of finished requests, like a load generator's."""
+def summarize_replay(requests: list[SimRequest]) -> RunSummary:
+    """Throughput and latency figures of finished requests, like a load generator's (the same
+    percentile definition as `kvbench.loadgen.summary`)."""
     finished = [r for r in requests if r.finish_time is not None and r.token_times]
     start = min(r.arrival_time for r in finished)
     end = max(r.finish_time for r in finished)  # type: ignore[type-var]
@@ -117,10 +117,10 @@ def summarize(requests: list[SimRequest]) -> RunSummary:
         duration=duration,
         output_throughput=tokens / duration,
         request_throughput=len(finished) / duration,
-        median_ttft=statistics.median(ttfts),
-        p99_ttft=_quantile(ttfts, 0.99),
-        median_itl=statistics.median(itls) if itls else 0.0,
-        p99_itl=_quantile(itls, 0.99),
+        median_ttft=_percentile(ttfts, 50),
+        p99_ttft=_percentile(ttfts, 99),
+        median_itl=_percentile(itls, 50),
+        p99_itl=_percentile(itls, 99),
         max_itl=max(itls, default=0.0),
         num_preemptions=sum(r.num_preemptions for r in finished),
     )

@@ -60,12 +60,12 @@ from kvbench.sim.api_models import (
     TokenizeCompletionRequest,
     TokenizeResponse,
 )
+from kvbench.sim.clock import EngineClock
 from kvbench.sim.factory import SimEngine
 from kvbench.sim.kv_events import ZmqEventPublisher
 from kvbench.sim.metrics import render_metrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.responses import DONE, ResponseWriter, error_body
-from kvbench.sim.runner import EngineRunner
 from kvbench.sim.tokenizer import load_tokenizer
 
 __all__ = ["VLLM_COMPAT_VERSION", "RunningServer", "SimServer", "start_server"]
@@ -112,7 +112,7 @@ class SimServer:
         self.config = sim.config
         self.tokenizer = load_tokenizer(self.config.tokenizer, sim.geometry.vocab_size)
         self.kv_events_endpoint = kv_events_endpoint
-        self.runner = EngineRunner(sim.core, time_scale=self.config.time_scale)
+        self.runner = EngineClock(sim.core, time_scale=self.config.time_scale)
         self.worker = self.config.worker_id or ""
         self.dev_mode = (
             os.environ.get("VLLM_SERVER_DEV_MODE") == "1" if dev_mode is None else dev_mode

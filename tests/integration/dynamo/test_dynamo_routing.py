@@ -16,13 +16,13 @@ from kvbench.dynamo import (
     ModelDir,
     RouterMode,
     RouterOptions,
+    scrape_worker,
 )
 from kvbench.dynamo.routing_check import (
     RoutingSummary,
     SequenceSpec,
     run_sequence,
-    shared_prefix_prompts,
-    summarize,
+    summarize_routing,
 )
 
 pytestmark = pytest.mark.timeout(240)
@@ -40,29 +40,41 @@ def spec(model_dir: ModelDir, mode: RouterMode, workers: int, blocks: int) -> De
     )
 
 
-def measure(model_dir: ModelDir, mode: RouterMode, sequence: SequenceSpec) -> RoutingSummary:
+def measure(
+    model_dir: ModelDir, mode: RouterMode, sequence: SequenceSpec
+) -> tuple[RoutingSummary, dict[int, float]]:
+    """The run's summary, and the requests each worker counted itself (by instance id)."""
     with (
         tempfile.TemporaryDirectory(prefix="kvbench-dynamo-") as scratch,
         DynamoDeployment(spec(model_dir, mode, 4, 320), Path(scratch)) as deployment,
     ):
-        return summarize(*run_sequence(deployment, sequence))
+        before = {w.instance_id: scrape_worker(w.metrics_url) for w in deployment.workers}
+        summary = summarize_routing(run_sequence(deployment, sequence))
+        deployment.wait_idle()
+        counted = {
+            w.instance_id: scrape_worker(w.metrics_url).minus(before[w.instance_id]).requests_total
+            for w in deployment.workers
+        }
+    return summary, counted
 
 
 def test_random_router_spreads_a_shared_prefix(model_dir: ModelDir, tmp_path: Path) -> None:
     prefix = list(range(2000, 2256))
     prompts = [prefix + list(range(3000 + 16 * i, 3016 + 16 * i)) for i in range(12)]
     with DynamoDeployment(spec(model_dir, "random", 3, 2048), tmp_path) as deployment:
-        outcomes = one_by_one(deployment, prompts)
-    assert len({o.worker_id for o in outcomes}) >= 2
+        records = one_by_one(deployment, prompts)
+    assert len({r.worker_id for r in records}) >= 2
 
 
 def test_kv_beats_random_on_hit_rate_under_pressure(model_dir: ModelDir) -> None:
-    assert shared_prefix_prompts(PRESSURE) == shared_prefix_prompts(PRESSURE)
-    random_run = measure(model_dir, "random", PRESSURE)
-    kv_run = measure(model_dir, "kv", PRESSURE)
-    for run in (random_run, kv_run):
+    random_run, random_counted = measure(model_dir, "random", PRESSURE)
+    kv_run, kv_counted = measure(model_dir, "kv", PRESSURE)
+    for run, counted in ((random_run, random_counted), (kv_run, kv_counted)):
         assert run.requests == 320
-        assert sum(w.requests for w in run.workers) == 320
+        # The frontend's attribution (nvext.worker_id) against each worker's own counter.
+        assert {w.instance_id: w.requests for w in run.workers} == {
+            instance_id: requests for instance_id, requests in counted.items() if requests
+        }
     # Random sends (nearly) every prefix to every worker; kv keeps each on fewer workers.
     random_groups = sum(w.groups for w in random_run.workers)
     assert random_groups >= 60

@@ -1,6 +1,7 @@
 """Proof of the load generator against a real (small) server on loopback: connections,
 identical sequences, warm-up exclusion, errors as data, and the SSE shapes servers send."""
 
+import gzip
 import json
 import socket
 from pathlib import Path
@@ -11,8 +12,8 @@ from fake_openai import Behaviour, FakeOpenAI
 from loadgen_helpers import small_config
 
 from kvbench.cli.loadgen import loadgen
-from kvbench.loadgen.results import LoadgenResult
-from kvbench.loadgen.runner import run_sync
+from kvbench.loadgen.measure import run_sync
+from kvbench.loadgen.results import LoadgenResult, read_result
 
 WARMUPS, MEASURED = 3, 12
 
@@ -57,7 +58,7 @@ def test_the_digest_does_not_depend_on_the_target(make_fake) -> None:
     assert affinity.conditions.digest == plain.conditions.digest
     assert affinity.conditions.target == "prefix-affinity"
     by_group: dict[int, set[str]] = {}
-    for record in affinity.requests:
+    for record in affinity.records():
         by_group.setdefault(record.group or 0, set()).add(record.endpoint)
     assert all(len(endpoints) == 1 for endpoints in by_group.values())
 
@@ -77,14 +78,13 @@ def test_warmup_requests_are_absent_from_every_figure(make_fake, count_delay: fl
     assert s.hit_rates.request_hit_rate == 0.0
     assert s.hit_rates.token_hit_rate_counters == 0.0 and s.hit_rates.agree is True
     (pod,) = result.counters.pods or []
-    measured = [r for r in result.requests if r.phase == "measured"]
+    measured = [r for r in result.records() if r.phase == "measured"]
     assert pod.requests == MEASURED
     assert pod.prefix_cache_hits == 0
     assert pod.prompt_tokens == sum(r.prompt_tokens or 0 for r in measured)
     assert pod.generation_tokens == sum(r.output_tokens or 0 for r in measured)
-    warm = [r for r in result.requests if r.phase == "warmup"]
+    warm = [r for r in result.records() if r.phase == "warmup"]
     assert len(warm) == WARMUPS and all(r.hit for r in warm)
-    assert result.run_summary.requests == MEASURED
 
 
 def test_a_failing_server_yields_counted_errors(make_fake) -> None:
@@ -103,10 +103,9 @@ def test_a_failing_server_yields_counted_errors(make_fake) -> None:
     assert s.requests == MEASURED
     assert s.errors_by_kind == {"http": http, "incomplete": cut}
     assert s.errors == http + cut and s.succeeded == MEASURED - http - cut
-    assert len(result.requests) == WARMUPS + MEASURED  # nothing dropped
-    failed = [r for r in result.requests if r.error_kind == "http"]
+    assert len(result.records()) == WARMUPS + MEASURED  # nothing dropped
+    failed = [r for r in result.records() if r.error_kind == "http"]
     assert all(r.status == 500 and "injected failure" in (r.error or "") for r in failed)
-    assert result.run_summary.errors == http + cut
 
 
 def test_unreadable_counters_keep_the_measured_requests(fake: FakeOpenAI) -> None:
@@ -118,7 +117,7 @@ def test_unreadable_counters_keep_the_measured_requests(fake: FakeOpenAI) -> Non
     assert result.summary.succeeded == MEASURED
     assert result.counters.error and result.counters.pods is None
     assert result.warnings[0].startswith("counters not read")
-    assert result.run_summary.token_hit_rate is None
+    assert result.summary.hit_rates.token_hit_rate_counters is None
 
 
 def test_refused_connections_are_errors(tmp_path: Path) -> None:
@@ -143,7 +142,7 @@ def test_crlf_event_separators(make_fake) -> None:
     server = make_fake(Behaviour(crlf=True))
     result = run_sync(small_config(server.url))
     assert result.summary.errors == 0
-    assert all(len(r.itl) == 7 and r.output_tokens == 8 for r in result.requests)
+    assert all(len(r.itl) == 7 and r.output_tokens == 8 for r in result.records())
 
 
 def _chat_stream(n: int, body: dict) -> list[bytes]:
@@ -164,8 +163,8 @@ def test_chat_role_chunk_is_not_a_token(make_fake) -> None:
     }
     result = run_sync(small_config(server.url, api="chat", workload=workload))
     assert result.summary.errors == 0
-    assert all(len(r.itl) == 7 for r in result.requests)
-    assert all(r.cached_tokens is None for r in result.requests)
+    assert all(len(r.itl) == 7 for r in result.records())
+    assert all(r.cached_tokens is None for r in result.records())
     assert result.summary.hit_rates.request_hit_rate is None
     assert any("--enable-prompt-tokens-details" in w for w in result.warnings)
     assert server.bodies[0]["messages"][0]["role"] == "user"
@@ -177,7 +176,7 @@ def test_an_error_event_in_the_stream_is_an_error(make_fake) -> None:
 
     result = run_sync(small_config(make_fake(Behaviour(raw_stream=broken)).url))
     assert result.summary.errors_by_kind == {"stream": MEASURED}
-    assert "engine died" in (result.requests[-1].error or "")
+    assert "engine died" in (result.records()[-1].error or "")
 
 
 def test_poisson_arrivals_are_seeded(make_fake) -> None:
@@ -185,8 +184,8 @@ def test_poisson_arrivals_are_seeded(make_fake) -> None:
     a = run_sync(small_config(make_fake(Behaviour()).url, point=point))
     b = run_sync(small_config(make_fake(Behaviour()).url, point=point))
     assert a.conditions.schedule == "poisson"
-    due_a = [r.due for r in a.requests if r.phase == "measured"]
-    due_b = [r.due for r in b.requests if r.phase == "measured"]
+    due_a = [r.due for r in a.records() if r.phase == "measured"]
+    due_b = [r.due for r in b.records() if r.phase == "measured"]
     # the same gaps between due times in both runs (the runs' origins differ)
     gaps_a = [x - due_a[0] for x in due_a]
     assert gaps_a == pytest.approx([x - due_b[0] for x in due_b], abs=3e-6)
@@ -200,11 +199,23 @@ def test_cli_writes_the_result_document(fake: FakeOpenAI, tmp_path: Path) -> Non
     outcome = CliRunner().invoke(loadgen, ["--config", str(config), "--out", str(out)])
     assert outcome.exit_code == 0, outcome.output
     result = LoadgenResult.load(out)
-    assert result.schema_version == 1 and result.kind == "LoadgenResult"
+    assert result.schema_version == 2 and result.kind == "LoadgenResult"
     assert result.summary.requests == MEASURED
     assert result.conditions.versions.event_loop.startswith("uvloop")
     raw = json.loads(out.read_text())
-    assert {"conditions", "window", "summary", "runSummary", "client", "counters"} <= set(raw)
+    assert {"conditions", "window", "summary", "client", "counters"} <= set(raw)
+    assert "runSummary" not in raw and len(raw["requests"]["phase"]) == WARMUPS + MEASURED
+
+
+def test_cli_writes_gzip_for_a_gz_name(fake: FakeOpenAI, tmp_path: Path) -> None:
+    config, out = tmp_path / "run.json", tmp_path / "result.json.gz"
+    config.write_text(small_config(fake.url).model_dump_json(by_alias=True))
+    outcome = CliRunner().invoke(loadgen, ["--config", str(config), "--out", str(out)])
+    assert outcome.exit_code == 0, outcome.output
+    data = out.read_bytes()
+    assert json.loads(gzip.decompress(data))["kind"] == "LoadgenResult"
+    result = LoadgenResult.load(out)
+    assert result == read_result(data) and len(result.records()) == WARMUPS + MEASURED
 
 
 def test_the_command_is_registered() -> None:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from loadgen_helpers import small_config
 
-from kvbench.loadgen.runner import run_sync
+from kvbench.loadgen.measure import run_sync
 from kvbench.procs import free_port
 
 PROMETHEUS = shutil.which("prometheus")
@@ -93,7 +93,7 @@ def test_prometheus_deltas_per_pod_match_the_responses(sims_and_prometheus) -> N
     pods = {p.pod: p for p in result.counters.pods or []}
     assert set(pods) == {"sim-0", "sim-1"}
     for name, pod in pods.items():
-        mine = [r for r in result.requests if r.phase == "measured" and r.endpoint == name]
+        mine = [r for r in result.records() if r.phase == "measured" and r.endpoint == name]
         assert pod.requests == len(mine)
         assert pod.prefix_cache_hits == sum(r.cached_tokens or 0 for r in mine)
         assert pod.prefix_cache_queries == sum(r.prompt_tokens or 0 for r in mine)

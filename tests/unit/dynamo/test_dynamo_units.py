@@ -1,5 +1,5 @@
-"""kvbench.dynamo without processes: model directory, capacity, metrics and nvext parsing,
-router flags, discovery files, the shared-prefix sequence."""
+"""kvbench.dynamo without processes: model directory, metrics parsing, router flags,
+discovery files, the shared-prefix sequence and its summary."""
 
 from __future__ import annotations
 
@@ -10,17 +10,16 @@ import pytest
 from tokenizers import Tokenizer
 
 from kvbench.dynamo import (
-    NvextWorker,
+    ModelDirSpec,
     RouterOptions,
     ensure_model_dir,
-    mocker_blocks_for_bytes,
+    mocker_kv_blocks,
     parse_worker_metrics,
 )
-from kvbench.dynamo.capacity import KVGeometry
 from kvbench.dynamo.environment import dynamo_env, registered_instance_ids
-from kvbench.dynamo.model_dir import ModelDirSpec
-from kvbench.dynamo.nvext import RequestOutcome, outcome_from_chunks, sse_data
-from kvbench.dynamo.routing_check import SequenceSpec, shared_prefix_prompts, summarize
+from kvbench.dynamo.routing_check import SequenceSpec, summarize_routing
+from kvbench.loadgen.records import RequestRecord
+from kvbench.sim.geometry import resolve_geometry
 
 GIB = 1 << 30
 
@@ -44,33 +43,8 @@ vllm:time_to_first_token_seconds_sum{engine="0"} 0.7
 vllm:time_to_first_token_seconds_count{engine="0"} 7
 """
 
-STREAM = [
-    'data: {"choices":[{"text":" vh","index":0}],"usage":null,"nvext":{"worker_id":'
-    '{"prefill_worker_id":7169493343107499997,"prefill_dp_rank":0,'
-    '"decode_worker_id":7169493343107499997,"decode_dp_rank":0}}}',
-    "",
-    'data: {"choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":null,'
-    '"nvext":{"timing":{"request_received_ms":1795947348158,"prefill_wait_time_ms":0.25,'
-    '"prefill_time_ms":2.75,"ttft_ms":3.0,"total_time_ms":4.05,"kv_hit_rate":0.67,'
-    '"router_queue_depth":0}}}',
-    'data: {"choices":[],"usage":{"prompt_tokens":34,"completion_tokens":3,'
-    '"total_tokens":37,"prompt_tokens_details":{"audio_tokens":null,"cached_tokens":32}}}',
-    "data: [DONE]",
-    'data: {"never":"read"}',
-]
 
-
-def test_one_gib_on_qwen3_is_585_blocks_of_16() -> None:
-    assert mocker_blocks_for_bytes(GIB) == 585
-    assert mocker_blocks_for_bytes(2 * GIB) == 1170
-    assert mocker_blocks_for_bytes(GIB, block_size=32) == 292
-    fp8 = KVGeometry(num_layers=28, num_kv_heads=8, head_dim=128, dtype_bytes=1)
-    assert mocker_blocks_for_bytes(GIB, geometry=fp8) == 1170
-    with pytest.raises(ValueError):
-        mocker_blocks_for_bytes(0)
-
-
-def test_model_dir_is_deterministic_cached_and_qwen3_shaped(tmp_path: Path) -> None:
+def test_model_dir_is_deterministic_and_cached(tmp_path: Path) -> None:
     spec = ModelDirSpec(seed=3, vocab_size=2048)
     first = ensure_model_dir(tmp_path / "a", spec)
     again = ensure_model_dir(tmp_path / "a", spec)
@@ -85,8 +59,6 @@ def test_model_dir_is_deterministic_cached_and_qwen3_shaped(tmp_path: Path) -> N
     config = json.loads(first.config_path.read_text())
     tokenizer = Tokenizer.from_file(str(first.path / "tokenizer.json"))
     assert config["vocab_size"] == tokenizer.get_vocab_size() == first.vocab_size == 2048
-    assert (config["num_hidden_layers"], config["num_key_value_heads"]) == (28, 8)
-    assert (config["head_dim"], config["torch_dtype"]) == (128, "bfloat16")
     assert config["eos_token_id"] == tokenizer.token_to_id("<|im_end|>")
     tokenizer_config = json.loads((first.path / "tokenizer_config.json").read_text())
     assert "<|im_start|>" in tokenizer_config["chat_template"]
@@ -103,15 +75,6 @@ def test_worker_metrics_give_instance_id_and_counters() -> None:
     later = counters.model_copy(update={"requests_total": 10.0, "kv_cache_usage": 0.5})
     delta = later.minus(counters)
     assert (delta.requests_total, delta.preemptions_total, delta.kv_cache_usage) == (3, 0, 0.5)
-
-
-def test_nvext_stream_gives_worker_timing_and_cached_tokens() -> None:
-    outcome = outcome_from_chunks(sse_data(STREAM))
-    assert outcome.chunks == 3 and outcome.text == " vh"
-    assert outcome.worker_id == 7169493343107499997
-    assert (outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens) == (34, 3, 32)
-    assert outcome.timing is not None and outcome.timing.kv_hit_rate == 0.67
-    assert outcome_from_chunks([{"choices": []}]).worker_id is None
 
 
 def test_router_flags() -> None:
@@ -148,30 +111,65 @@ def test_environment_is_loopback_file_discovery(
     assert registered_instance_ids(tmp_path) == {0x637F2835BF7347DD}
 
 
-def test_shared_prefix_sequence_and_summary() -> None:
+def test_model_dir_config_has_the_served_models_kv_geometry(tmp_path: Path) -> None:
+    """The mocker sizes its KV bytes per token from config.json: it must be the engine's model."""
+    kv_fields = ("num_layers", "num_kv_heads", "head_dim", "dtype")
+    for model in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-4B", "meta-llama/Llama-3.2-1B"):
+        expected = resolve_geometry(model)
+        path = ensure_model_dir(tmp_path, ModelDirSpec(vocab_size=2048, geometry=expected)).path
+        written = resolve_geometry(str(path))
+        assert [getattr(written, f) for f in kv_fields] == [getattr(expected, f) for f in kv_fields]
+        assert mocker_kv_blocks(str(path), GIB) == mocker_kv_blocks(model, GIB)
+    assert len(list(tmp_path.iterdir())) == 3
+
+
+def test_shared_prefix_sequence_is_the_load_generators() -> None:
     spec = SequenceSpec(seed=1, prefixes=3, requests_per_prefix=4, prefix_tokens=32)
-    sequence = shared_prefix_prompts(spec)
-    assert sequence == shared_prefix_prompts(spec)
-    assert sequence != shared_prefix_prompts(spec.model_copy(update={"seed": 2}))
-    assert sorted(group for group, _ in sequence) == [0] * 4 + [1] * 4 + [2] * 4
-    by_group = {group: prompt[:32] for group, prompt in sequence}
-    assert all(prompt[:32] == by_group[group] for group, prompt in sequence)
-    assert all(len(prompt) == 32 + spec.suffix_tokens for _, prompt in sequence)
+    requests = spec.requests()
+    assert [r.index for r in requests] == list(range(12))
+    assert sorted(r.group for r in requests) == [0] * 4 + [1] * 4 + [2] * 4
+    heads = {r.group: r.prompt[:32] for r in requests}
+    assert len(set(heads.values())) == 3
+    assert all(r.prompt[:32] == heads[r.group] for r in requests)
+    assert len({r.prompt[32:] for r in requests}) == 12
+    assert all(len(r.prompt) == r.prompt_tokens == 32 + spec.suffix_tokens for r in requests)
+    assert all(1000 <= token < 30000 for r in requests for token in r.prompt)
+    assert {r.max_tokens for r in requests} == {spec.max_tokens}
+    reseeded = SequenceSpec(seed=2, prefixes=3, requests_per_prefix=4, prefix_tokens=32)
+    assert [r.prompt for r in reseeded.requests()] != [r.prompt for r in requests]
 
-    def served(worker: int, cached: int) -> RequestOutcome:
-        return RequestOutcome(
-            chunks=1,
-            text="",
-            prompt_tokens=64,
-            completion_tokens=1,
-            cached_tokens=cached,
-            worker=NvextWorker(prefill_worker_id=worker, decode_worker_id=worker),
-            timing=None,
-        )
 
-    summary = summarize([0, 0, 1], [served(5, 0), served(5, 48), served(9, 0)])
+def record(index: int, group: int, worker: int | None, cached: int, ttft: float) -> RequestRecord:
+    return RequestRecord(
+        phase="measured",
+        index=index,
+        group=group,
+        endpoint="http://frontend/v1/completions",
+        due=0.0,
+        start=0.0,
+        end=1.0,
+        ttft=ttft,
+        prompt_tokens=64,
+        output_tokens=1,
+        cached_tokens=cached,
+        worker_id=worker,
+        status=200,
+    )
+
+
+def test_routing_summary_splits_by_the_reported_worker() -> None:
+    summary = summarize_routing(
+        [record(0, 0, 5, 0, 0.010), record(1, 0, 5, 48, 0.020), record(2, 1, 9, 0, 0.030)]
+    )
+    assert summary.requests == 3
     assert summary.hit_rate == 48 / 192
-    assert [(w.instance_id, w.requests, w.groups) for w in summary.workers] == [
-        (5, 2, 1),
-        (9, 1, 1),
+    assert summary.mean_ttft_ms == pytest.approx(20.0)
+    assert [(w.instance_id, w.requests, w.groups, w.cached_tokens) for w in summary.workers] == [
+        (5, 2, 1, 48),
+        (9, 1, 1, 0),
     ]
+    with pytest.raises(ValueError, match="worker_id"):
+        summarize_routing([record(0, 0, None, 0, 0.01)])
+    failed = record(0, 0, 5, 0, 0.01).model_copy(update={"error_kind": "http"})
+    with pytest.raises(ValueError, match="failed"):
+        summarize_routing([failed])

@@ -5,12 +5,11 @@ import json
 
 import pytest
 
-from kvbench.api.status import PodResult
 from kvbench.loadgen.attribution import attribute_responses
 from kvbench.loadgen.client import Attempt, _parse_event, _read_worker, encode_body
-from kvbench.loadgen.counters import PodCounters
+from kvbench.loadgen.counters import PodCounters, PodDelta
 from kvbench.loadgen.records import RequestRecord
-from kvbench.loadgen.summary import summarize
+from kvbench.loadgen.summary import summarize_records
 from kvbench.loadgen.workload import Request
 
 REQUEST = Request(phase="measured", index=0, prompt=(1, 2, 3), prompt_tokens=3, max_tokens=4)
@@ -49,7 +48,7 @@ def test_pods_without_counters_get_the_responses_attributed_to_them() -> None:
         "vllm-0": PodCounters(pod="vllm-0", values={"prefix_cache_queries": 5.0,
                                                     "prefix_cache_hits": 1.0, "requests": 1.0}),
     }  # fmt: skip
-    pods = [PodResult(pod="dyn-0"), PodResult(pod="vllm-0", prefix_cache_queries=50)]
+    pods = [PodDelta(pod="dyn-0"), PodDelta(pod="vllm-0", prefix_cache_queries=50)]
     records = [_record(11, 96), _record(11, 0), _record(11, 96, phase="warmup"), _record(99, 0)]
     out, notes = attribute_responses(pods, before, records, {"dyn-0": 11, "vllm-0": 12})
     dyn, vllm = out
@@ -62,10 +61,10 @@ def test_pods_without_counters_get_the_responses_attributed_to_them() -> None:
 
 def test_a_sped_up_engine_without_a_clock_is_reported_on_wall_over_scale() -> None:
     records = [_record(1, 0) for _ in range(3)]
-    wall = summarize(records, None, 1.0)
-    scaled = summarize(records, None, 1.0, scaled_by=0.05)
+    wall = summarize_records(records, None, 1.0)
+    scaled = summarize_records(records, None, 1.0, scaled_by=0.05)
     assert wall.latency_clock == "wall" and wall.simulated is None
     assert scaled.latency_clock == "scaled"
     assert scaled.simulated.ttft.p50 == pytest.approx(0.2)
     assert scaled.simulated.requests_per_second == pytest.approx(0.15)
-    assert summarize(records, None, 1.0, scaled_by=1.0).latency_clock == "wall"
+    assert summarize_records(records, None, 1.0, scaled_by=1.0).latency_clock == "wall"

@@ -3,7 +3,9 @@
 import asyncio
 import time
 
-from kvbench.loadgen.loop_monitor import LoopMonitor
+import pytest
+
+from kvbench.loadgen.loop_monitor import LoopMonitor, judge
 
 
 def _watch(block: float, rounds: int) -> object:
@@ -29,3 +31,12 @@ def test_an_idle_loop_is_not() -> None:
     health = _watch(block=0.0, rounds=10)
     assert health.cpu_utilization is not None and health.cpu_utilization < 0.9
     assert health.loop_lag_p50 is not None and health.loop_lag_p50 < 0.005
+
+
+def test_lag_percentiles_are_the_summary_percentiles() -> None:
+    lags = [i / 1000 for i in range(10, 0, -1)]  # 1..10 ms, unsorted
+    health = judge(lags, cpu=0.1, lag_threshold=0.0099, lateness_p99=None)
+    assert health.loop_lag_p50 == pytest.approx(0.0055)  # nearest rank would give 6 ms
+    assert health.loop_lag_p99 == pytest.approx(0.00991)
+    assert health.loop_lag_max == 0.01 and health.client_bound
+    assert not judge(lags, cpu=0.1, lag_threshold=0.00995, lateness_p99=None).client_bound

@@ -3,11 +3,10 @@
 import numpy as np
 import pytest
 
-from kvbench.api.status import PodResult
 from kvbench.loadgen.client import Attempt
-from kvbench.loadgen.loop_monitor import ClientHealth
+from kvbench.loadgen.counters import PodDelta
 from kvbench.loadgen.records import RequestRecord, SimTiming, sim_timing, to_record
-from kvbench.loadgen.summary import percentile, stats, summarize, to_run_summary
+from kvbench.loadgen.summary import percentile, stats, summarize_records
 from kvbench.loadgen.workload import Request
 
 
@@ -38,7 +37,7 @@ def test_warmups_are_left_out_and_errors_counted() -> None:
         _rec(2, error="timeout", cached=None),
         _rec(3, error="http", cached=None),
     ]
-    s = summarize(records, None, window_seconds=2.0)
+    s = summarize_records(records, None, window_seconds=2.0)
     assert (s.requests, s.succeeded, s.errors) == (4, 2, 2)
     assert s.errors_by_kind == {"http": 1, "timeout": 1}
     assert s.wall.ttft.max == 0.3 and s.wall.ttft.count == 2
@@ -53,31 +52,28 @@ def test_warmups_are_left_out_and_errors_counted() -> None:
 
 def test_the_two_hit_rates_side_by_side() -> None:
     records = [_rec(0, cached=2032, prompt=2371), _rec(1, cached=0, prompt=2371)]
-    agree = [PodResult(pod="a", prefix_cache_queries=4742, prefix_cache_hits=2032)]
-    s = summarize(records, agree, 1.0)
+    agree = [PodDelta(pod="a", prefix_cache_queries=4742, prefix_cache_hits=2032)]
+    s = summarize_records(records, agree, 1.0)
     assert s.hit_rates.token_hit_rate_counters == s.hit_rates.token_hit_rate_responses
     assert s.hit_rates.agree is True
     # a preempted request queries the cache twice: the counters disagree, a finding
-    preempted = [PodResult(pod="a", prefix_cache_queries=7113, prefix_cache_hits=2032)]
-    assert summarize(records, preempted, 1.0).hit_rates.agree is False
+    preempted = [PodDelta(pod="a", prefix_cache_queries=7113, prefix_cache_hits=2032)]
+    assert summarize_records(records, preempted, 1.0).hit_rates.agree is False
 
 
 def test_simulated_clock_when_every_response_has_it() -> None:
     sims = [SimTiming(worker="w", arrival=10.0 + i, ttft=0.04 + i / 100, e2e=1.0,
                       itl=[0.01, 0.02]) for i in range(3)]  # fmt: skip
     records = [_rec(i, sim=sims[i], output=3) for i in range(3)]
-    s = summarize(records, None, window_seconds=0.1, time_scale=0.05)
+    s = summarize_records(records, None, window_seconds=0.1, time_scale=0.05)
     assert s.latency_clock == "simulated" and s.simulated is not None
     assert s.simulated.window_seconds == pytest.approx(2.0)
     assert s.simulated.ttft.p50 == pytest.approx(0.05) and s.simulated.itl.max == 0.02
     # time scale 0 (never wait): the longest span one worker's clock covered
-    assert summarize(records, None, 0.1, time_scale=0).simulated.window_seconds == 3.0
-    health = ClientHealth(client_bound=True)
-    run = to_run_summary(s, health)
-    assert run.latency_clock == "simulated" and run.ttft_p50 == s.simulated.ttft.p50
-    assert run.client_bound is True and run.requests == 3
-    mixed = [*records, _rec(9)]
-    assert summarize(mixed, None, 0.1, 0.05).latency_clock == "wall"
+    assert summarize_records(records, None, 0.1, time_scale=0).simulated.window_seconds == 3.0
+    assert s.reported is s.simulated and s.reported.ttft.p50 != s.wall.ttft.p50
+    mixed = summarize_records([*records, _rec(9)], None, 0.1, 0.05)
+    assert mixed.latency_clock == "wall" and mixed.reported is mixed.wall
 
 
 def test_sim_timing_with_and_without_the_first_token() -> None:
@@ -103,9 +99,9 @@ def test_to_record_counts_chunks_when_usage_is_missing() -> None:
 def test_a_missing_cached_tokens_is_a_miss_once_the_server_reports_them() -> None:
     """Some vLLM releases leave prompt_tokens_details out when nothing was cached."""
     records = [_rec(0, cached=64, ttft=0.01), _rec(1, cached=None, ttft=0.2)]
-    s = summarize(records, None, 1.0)
+    s = summarize_records(records, None, 1.0)
     assert s.hit_rates.request_hit_rate == 0.5 and s.hit_rates.reported == 1
     assert s.hit_rates.token_hit_rate_responses == pytest.approx(64 / 200)
     assert s.wall.ttft_miss.p50 == 0.2 and s.wall.ttft_hit.p50 == 0.01
-    silent = summarize([_rec(0, cached=None), _rec(1, cached=None)], None, 1.0)
+    silent = summarize_records([_rec(0, cached=None), _rec(1, cached=None)], None, 1.0)
     assert silent.hit_rates.request_hit_rate is None and silent.wall.ttft_miss.count == 0

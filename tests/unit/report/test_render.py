@@ -8,7 +8,7 @@ from rich.console import Console
 
 from kvbench.api import Point, RunRecord, RunSummary, parse_experiment
 from kvbench.report import render_report
-from kvbench.runner import ResultsStore
+from kvbench.runner import DirectoryStore, aggregate
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -29,12 +29,14 @@ def _record(index: int, client_bound: bool) -> RunRecord:
 
 def test_report_names_client_bound_runs_and_the_clock(tmp_path: Path) -> None:
     document = yaml.safe_load((ROOT / "examples" / "prefix-cache-service.yaml").read_text())
-    store = ResultsStore(tmp_path)
-    store.open(parse_experiment(document))
+    store = DirectoryStore(tmp_path)
+    experiment = parse_experiment(document)
+    store.open(experiment)
     store.save_run(_record(0, client_bound=False))
     store.save_run(_record(1, client_bound=True))
+    store.save_aggregate(aggregate(experiment.spec, store.records()))
     console = Console(record=True, width=200, file=io.StringIO())
-    plots = render_report(store, console)
+    plots = render_report(store, console, tmp_path)
     text = console.export_text()
     assert "1 of 2 runs were client-bound" in text
     assert "default.service.p7-c8.t2" in text

@@ -1,14 +1,17 @@
-"""Sequencing of the runner over a recording cluster: freshness, arms, checkpoints, resume."""
+"""The runner's state machine over a fake cluster: freshness, retries, failures as data,
+resuming from the store at every stage, and the status it publishes."""
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 import yaml
+from fake_cluster import FakeCluster
 
-from kvbench.api import PodResult, RunSummary, parse_experiment
-from kvbench.runner import ExperimentRunner, ResultsStore, StoreMismatch
-from kvbench.runner.cluster import Cluster, LoadOutcome, Target, WorkerInfo
+from kvbench.api import parse_experiment
+from kvbench.runner import DirectoryStore, ExperimentRunner, RunStage, StoreMismatch
+from kvbench.runner.failures import SpecNotRunnable
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,88 +29,28 @@ def _experiment(**spec_changes):
     return parse_experiment(document)
 
 
-class RecordingCluster(Cluster):
-    """Answers every call at once and remembers the calls; can fail at the n-th load."""
+def _run(experiment, cluster, store, **kwargs):
+    return asyncio.run(ExperimentRunner(experiment, cluster, store, **kwargs).run())
 
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.calls: list[str] = []
-        self.loads = 0
-        self.fail_at = fail_at
-        self.starts = 0
 
-    def problems(self, spec):
-        return []
-
-    async def start_workers(self, spec, variant, engine, arm):
-        self.starts += 1
-        self.calls.append(f"start:{variant}:{arm.worker_kind}")
-        return [
-            WorkerInfo(
-                name=f"w{i}",
-                pool="gpu",
-                node="n",
-                base_url=f"http://127.0.1.{i}:1",
-                metrics_url=f"http://127.0.1.{i}:1/metrics",
-                kv_cache_tokens=9360,
-                startup_seconds=1.5,
-            )
-            for i in range(spec.total_workers)
-        ]
-
-    async def reset_caches(self, workers):
-        self.calls.append("reset")
-
-    async def open_arm(self, spec, arm, workers):
-        self.calls.append(f"open:{arm.name}")
-        return Target(arm=arm.name, url="http://127.0.0.1:9")
-
-    async def close_arm(self):
-        self.calls.append("close-arm")
-
-    async def run_load(self, spec, run, target, workers):
-        self.loads += 1
-        if self.fail_at is not None and self.loads == self.fail_at:
-            raise RuntimeError("load generator failed")
-        self.calls.append(f"load:{run.id}")
-        prefixes = run.point.prefixes or 1
-        rate = min(1.0, 3.95 / prefixes)
-        return LoadOutcome(
-            summary=RunSummary(
-                requests=run.measured_requests,
-                request_hit_rate=rate,
-                token_hit_rate=rate,
-                ttft_p50=0.05,
-                ttft_p99=0.2,
-            ),
-            pods=[
-                PodResult(pod=w.name, prefix_cache_queries=100, prefix_cache_hits=100 * rate)
-                for w in workers
-            ],
-            digest=f"sha256:{run.seed:x}",
-            raw_document="{}",
-        )
-
-    async def worker_logs(self, worker):
-        return f"first line\nlast line of {worker.name}"
-
-    async def close(self):
-        self.calls.append("close")
+def _journal(store: DirectoryStore) -> list[dict]:
+    return [json.loads(line) for line in (store.root / "events.jsonl").read_text().splitlines()]
 
 
 def test_restart_freshness_starts_workers_for_every_run(tmp_path: Path) -> None:
-    cluster = RecordingCluster()
-    records = asyncio.run(ExperimentRunner(_experiment(), cluster, ResultsStore(tmp_path)).run())
-    assert len(records) == 3 * 2 * 2
-    assert cluster.starts == len(records)
-    assert cluster.calls[-1] == "close"
-    assert all(len(r.pods) == 6 and r.pods[0].kv_cache_tokens == 9360 for r in records)
+    cluster = FakeCluster()
+    result = _run(_experiment(), cluster, DirectoryStore(tmp_path))
+    assert len(result.records) == 3 * 2 * 2
+    assert cluster.starts == len(result.records)
+    assert cluster.calls[-1] == "teardown"
+    assert all(len(r.pods) == 6 and r.pods[0].kv_cache_tokens == 9360 for r in result.records)
+    assert all(r.pods[0].uid and r.pods[0].uid.startswith("uid-") for r in result.records)
+    assert len({r.pods[0].uid for r in result.records}) == 12, "a new start for every run"
 
 
 def test_no_freshness_reuses_workers_and_arms(tmp_path: Path) -> None:
-    cluster = RecordingCluster()
-    asyncio.run(
-        ExperimentRunner(_experiment(freshness="none"), cluster, ResultsStore(tmp_path)).run()
-    )
+    cluster = FakeCluster()
+    _run(_experiment(freshness="none"), cluster, DirectoryStore(tmp_path))
     assert cluster.starts == 1
     assert [c for c in cluster.calls if c.startswith("open")] == [
         "open:service",
@@ -116,46 +59,97 @@ def test_no_freshness_reuses_workers_and_arms(tmp_path: Path) -> None:
     ]
 
 
-def test_interrupted_experiment_resumes_with_every_run_once(tmp_path: Path) -> None:
-    store = ResultsStore(tmp_path)
-    failing = RecordingCluster(fail_at=5)
-    with pytest.raises(RuntimeError, match="load generator failed") as caught:
-        asyncio.run(ExperimentRunner(_experiment(), failing, store).run())
-    assert "last line of w5" in "\n".join(caught.value.__notes__), "worker logs explain it"
-    assert failing.calls[-1] == "close", "the cluster is closed on failure too"
-    assert len(store.done()) == 4
-    resumed = RecordingCluster()
-    records = asyncio.run(ExperimentRunner(_experiment(), resumed, store).run())
-    assert len([c for c in resumed.calls if c.startswith("load")]) == 12 - 4
-    assert sorted(r.id for r in records) == sorted({r.id for r in records})
-    assert [r.index for r in records] == list(range(12))
+def test_child_names_come_from_the_run_index_and_fit_kubernetes(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    experiment = _experiment()
+    experiment.metadata.name = "a" * 40
+    _run(experiment, cluster, DirectoryStore(tmp_path))
+    loads = [c.removeprefix("load:") for c in cluster.calls if c.startswith("load:")]
+    assert loads[0] == f"{'a' * 40}-r0-a1-load"
+    assert all(len(name) <= 63 and "." not in name for name in loads)
+
+
+def test_a_failed_attempt_is_retried_on_fresh_workers_then_recorded(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    cluster = FakeCluster(fail_loads={3})
+    result = _run(_experiment(), cluster, store)
+    assert not result.failed
+    third = result.records[2]
+    assert third.attempt == 2
+    assert [f.reason for f in third.failed_attempts] == ["LoadFailed"]
+    assert "last line of w0" in third.failed_attempts[0].message, "worker logs explain it"
+    assert cluster.starts == 12 + 1, "the retry started fresh workers"
+
+
+def test_a_run_out_of_attempts_is_recorded_failed_and_the_others_go_on(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    cluster = FakeCluster(fail_loads={2, 3})
+    result = _run(_experiment(), cluster, store)
+    assert [r.index for r in result.failed] == [1]
+    failed = result.failed[0]
+    assert failed.error_reason == "LoadFailed" and len(failed.failed_attempts) == 2
+    assert len(result.records) == 12
+    assert all(r.error is None for r in result.records if r.index != 1)
+    point = next(p for p in store.aggregate() if (p.arm, p.point.key) == ("service", "p2-c8"))
+    assert point.trials == 1, "the failed trial is left out of the median"
+
+
+def test_retries_zero_fails_at_the_first_failure(tmp_path: Path) -> None:
+    result = _run(
+        _experiment(execution={"retries": 0}), FakeCluster(fail_loads={1}), DirectoryStore(tmp_path)
+    )
+    assert [r.index for r in result.failed] == [0]
+
+
+def test_a_disturbed_window_is_never_recorded_as_good(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    cluster = FakeCluster(disturb={1})
+    result = _run(_experiment(), cluster, store)
+    first = result.records[0]
+    assert first.attempt == 2
+    assert first.failed_attempts[0].reason == "WorkersDisturbed"
+    assert "w0: restarted" in first.failed_attempts[0].message
+    assert (tmp_path / "raw" / "r0-a1.json.gz").exists(), "the void attempt's result is kept"
+    assert first.raw_results == "raw/r0-a2.json.gz"
+
+
+def test_a_spec_the_back_end_cannot_run_fails_before_anything(tmp_path: Path) -> None:
+    cluster = FakeCluster(problems_found=["spec.metrics.source: no"])
+    with pytest.raises(SpecNotRunnable, match=r"spec\.metrics\.source"):
+        _run(_experiment(), cluster, DirectoryStore(tmp_path))
+    assert cluster.calls == []
+    assert not (tmp_path / "experiment.yaml").exists()
 
 
 def test_aggregate_and_capacity_model(tmp_path: Path) -> None:
-    store = ResultsStore(tmp_path)
-    asyncio.run(ExperimentRunner(_experiment(), RecordingCluster(), store).run())
+    store = DirectoryStore(tmp_path)
+    _run(_experiment(), FakeCluster(), store)
     points = {(p.arm, p.point.key): p for p in store.aggregate()}
     assert len(points) == 3 * 2
     seven = points[("service", "p7-c8")]
     assert seven.trials == 2
-    assert seven.request_hit_rate == pytest.approx(3.95 / 7)
+    assert seven.request_hit_rate == pytest.approx(round(200 * 3.95 / 7) / 200)
     held = 9360 / 2371
     assert seven.predicted_hit_rate == pytest.approx(held / 7)
     assert seven.affinity_bound == 1.0
     assert points[("service", "p2-c8")].predicted_hit_rate == 1.0
 
 
-def test_directory_of_another_experiment_is_refused(tmp_path: Path) -> None:
-    asyncio.run(ExperimentRunner(_experiment(), RecordingCluster(), ResultsStore(tmp_path)).run())
-    other = _experiment(freshness="none")
+def test_directory_of_another_experiment_or_format_is_refused(tmp_path: Path) -> None:
+    _run(_experiment(), FakeCluster(), DirectoryStore(tmp_path / "a"))
     with pytest.raises(StoreMismatch, match="another experiment"):
-        asyncio.run(ExperimentRunner(other, RecordingCluster(), ResultsStore(tmp_path)).run())
+        _run(_experiment(freshness="none"), FakeCluster(), DirectoryStore(tmp_path / "a"))
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "experiment.yaml").write_text("spec: {}\n")
+    with pytest.raises(StoreMismatch, match="format 1"):
+        _run(_experiment(), FakeCluster(), DirectoryStore(old))
 
 
 def test_dynamo_arms_bring_their_own_workers(tmp_path: Path) -> None:
     """Without freshness, vLLM workers are shared by the arms that use them; every Dynamo arm
     starts its own workers (its router mode is part of the Dynamo deployment)."""
-    cluster = RecordingCluster()
+    cluster = FakeCluster()
     arms = [
         {"name": "service", "service": {}},
         {"name": "affinity", "prefixAffinity": {}},
@@ -163,6 +157,139 @@ def test_dynamo_arms_bring_their_own_workers(tmp_path: Path) -> None:
         {"name": "dyn-kv", "dynamo": {"routerMode": "kv"}},
     ]
     experiment = _experiment(freshness="none", routing=arms)
-    asyncio.run(ExperimentRunner(experiment, cluster, ResultsStore(tmp_path)).run())
+    _run(experiment, cluster, DirectoryStore(tmp_path))
     starts = [c for c in cluster.calls if c.startswith("start")]
     assert starts == ["start:default:vllm", "start:default:dynamo", "start:default:dynamo"]
+
+
+@pytest.mark.parametrize(
+    ("stage", "load_started"),
+    [
+        (RunStage.WORKERS_STARTING, False),
+        (RunStage.WORKERS_READY, False),
+        (RunStage.ARM_OPEN, False),
+        (RunStage.LOAD_RUNNING, False),
+        (RunStage.LOAD_RUNNING, True),
+        (RunStage.COLLECTING, True),
+        (RunStage.RECORDED, True),
+    ],
+)
+def test_a_runner_stopped_at_any_stage_is_continued_exactly_once(
+    tmp_path: Path, stage: RunStage, load_started: bool
+) -> None:
+    """Cancel the runner (as a dying operator does: detached) at `stage` of run 4 (before or
+    after its load generator started), then let a new runner with a new cluster continue from
+    the store: every run recorded once, no load generator started twice for one attempt, the
+    stopped run's load adopted once it had started."""
+    store = DirectoryStore(tmp_path)
+    cluster = FakeCluster()
+    held = []
+
+    async def stop_at_stage() -> None:
+        def hold(state):
+            started = state.load_started_at is not None
+            if state.index == 4 and state.stage == stage and started == load_started:
+                held.append(state)
+                return True
+            return False
+
+        runner = ExperimentRunner(_experiment(), cluster, store, hold=hold)
+        task = asyncio.create_task(runner.run(on_cancel="detach"))
+        while not held:
+            assert not task.done(), "the runner never reached the stage"
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(stop_at_stage())
+    assert cluster.calls[-1] == "detach", "a stopped host leaves the children running"
+    resumed = FakeCluster()
+    resumed.configs, resumed.states = cluster.configs, cluster.states
+    result = _run(_experiment(), resumed, DirectoryStore(tmp_path))
+    assert [r.index for r in result.records] == list(range(12))
+    recorded = [e["index"] for e in _journal(store) if e["stage"] == "recorded"]
+    assert sorted(recorded) == list(range(12)), "each run recorded exactly once"
+    started = [c for c in cluster.calls + resumed.calls if c.startswith("load:")]
+    assert len(started) == len(set(started)) == 12, "one load generator per attempt"
+    assert all(r.attempt == 1 for r in result.records), "nothing was lost, nothing retried"
+    adopted = stage == RunStage.LOAD_RUNNING and load_started
+    assert [k.index if k else None for k in resumed.recovered] == [4 if adopted else None]
+    if adopted:
+        assert "load:" + "-".join([result.records[4].id]) not in resumed.calls
+        assert not [c for c in resumed.calls if c.startswith("load:") and "-r4-" in c]
+
+
+def test_a_load_that_vanished_while_nobody_watched_costs_one_attempt(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    cluster = FakeCluster()
+    cluster.hold_load = True
+
+    async def stop_in_window() -> None:
+        runner = ExperimentRunner(_experiment(), cluster, store)
+        task = asyncio.create_task(runner.run(on_cancel="detach"))
+        while cluster.loads_waited == 0:
+            assert not task.done()
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(stop_in_window())
+    resumed = FakeCluster()
+    result = _run(_experiment(), resumed, store)
+    first = result.records[0]
+    assert first.attempt == 2 and first.failed_attempts[0].reason == "LoadFailed"
+    assert len(result.records) == 12 and not result.failed
+
+
+def test_a_user_interrupt_voids_the_attempt_without_spending_the_budget(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    cluster = FakeCluster()
+    cluster.hold_load = True
+
+    async def interrupt_in_window() -> None:
+        task = asyncio.create_task(ExperimentRunner(_experiment(), cluster, store).run())
+        while cluster.loads_waited == 0:
+            assert not task.done()
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupt_in_window())
+    assert cluster.calls[-1] == "teardown"
+    assert store.states()[0].attempt == 2 and store.states()[0].failures == []
+    result = _run(_experiment(), FakeCluster(), store)
+    assert result.records[0].attempt == 2 and result.records[0].failed_attempts == []
+
+
+def test_the_status_names_the_run_under_way_and_the_last_figures(tmp_path: Path) -> None:
+    statuses = []
+
+    class Observer:
+        def started(self, plan, done):
+            pass
+
+        def stage(self, run, state):
+            pass
+
+        def recorded(self, run, record):
+            pass
+
+        def attempt_failed(self, run, failure, retrying):
+            pass
+
+        def status(self, status):
+            statuses.append(status)
+
+    _run(_experiment(), FakeCluster(), DirectoryStore(tmp_path), observer=Observer())
+    running = [s for s in statuses if s.current is not None]
+    assert running[0].current.stage == "workers-starting"
+    assert {s.current.stage for s in running} >= {"load-running", "collecting"}
+    final = statuses[-1]
+    assert final.phase == "Succeeded" and final.current is None
+    assert final.progress.display == "12/12"
+    assert final.last_run.id == "default.affinity.p7-c8.t2"
+    assert len(final.last_run.pods) == 6
+    assert final.results.location == str(tmp_path)

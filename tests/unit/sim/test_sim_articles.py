@@ -11,7 +11,7 @@ import random
 import pytest
 
 from kvbench.sim import SimConfig, build_engine
-from kvbench.sim.replay import run_closed_loop, run_open_loop, summarize
+from kvbench.sim.replay import run_closed_loop, run_open_loop, summarize_replay
 
 GIB = 1 << 30
 
@@ -28,7 +28,7 @@ def _prompts(seed, n, length):
 
 def _closed(conc, n, inp, out, **kw):
     sim = _engine(**kw)
-    return summarize(
+    return summarize_replay(
         run_closed_loop(sim.core, _prompts(conc, n, inp), concurrency=conc, max_tokens=out)
     )
 

@@ -1,6 +1,7 @@
 """What stands between the load generator and the local workers, per routing arm.
 
 service          a per-connection random balancer, as kube-proxy does for a ClusterIP
+                 (`service.py`, its own process)
 router           the real vllm-router (from PyPI) started in front of the workers
 prefix-affinity  nothing: the load generator hashes each prefix group to one worker
 
@@ -11,7 +12,6 @@ report in `/version`, see `workers.py`) and learns a request's token ids from th
 """
 
 import asyncio
-import random
 import shutil
 import sys
 from dataclasses import dataclass
@@ -21,40 +21,26 @@ from urllib.parse import urlsplit
 import httpx
 
 from kvbench.api.routing import RouterArm, RoutingArm
-from kvbench.netbalance import TcpBalancer
-from kvbench.procs import ManagedProcess, free_port
-from kvbench.runner.cluster.base import Target, WorkerInfo
+from kvbench.procs import free_port
+from kvbench.runner.cluster.base import (
+    ArmEndpoint,
+    ChildNames,
+    PodsEndpoint,
+    UrlEndpoint,
+    WorkerInfo,
+)
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
-from kvbench.runner.cluster.local.health import wait_healthy
+from kvbench.runner.cluster.local.children import Child, LocalChildren
+from kvbench.runner.cluster.local.service import service_command
+from kvbench.runner.cluster.local.workers import wait_serving
 
 __all__ = [
     "KvEventSources",
-    "OpenArm",
     "kv_event_sources",
     "open_local_arm",
     "router_binary",
     "router_command",
 ]
-
-
-class OpenArm:
-    """An arm in front of the workers; `close` stops whatever it started."""
-
-    def __init__(
-        self,
-        target: Target,
-        balancer: TcpBalancer | None = None,
-        process: ManagedProcess | None = None,
-    ) -> None:
-        self.target = target
-        self.balancer = balancer
-        self.process = process
-
-    async def close(self) -> None:
-        if self.balancer is not None:
-            await self.balancer.close()
-        if self.process is not None:
-            await asyncio.to_thread(self.process.stop)
 
 
 def router_binary() -> str:
@@ -143,38 +129,64 @@ async def open_local_arm(
     arm: RoutingArm,
     workers: list[WorkerInfo],
     block: LoopbackBlock,
+    children: LocalChildren,
+    names: ChildNames,
     log_dir: Path,
     timeout: float,
-    rng: random.Random,
-) -> OpenArm:
-    """Start what `arm` needs and return where the load generator should send; `rng` makes
-    the Service stand-in's per-connection choices repeatable."""
+    seed: str,
+) -> ArmEndpoint:
+    """Start what `arm` needs (registered as the child `names.arm`) and return where the load
+    generator should send; `seed` makes the Service stand-in's per-connection choices
+    repeatable."""
     if arm.service is not None:
         backends = []
         for worker in workers:
             url = urlsplit(worker.base_url)
             backends.append((url.hostname or "", url.port or 80))
         host = block.address()
-        balancer = TcpBalancer(host, free_port(host), lambda: backends, rng)
-        await balancer.start()
-        return OpenArm(Target(arm=arm.name, url=f"http://{host}:{balancer.port}"), balancer)
+        port = free_port(host)
+        child = children.spawn(
+            names.arm,
+            "arm",
+            service_command(host, port, seed, backends),
+            log_dir / f"{names.arm}.log",
+            owner=names.prefix,
+        )
+        await _wait_listening(children, child, host, port, timeout)
+        return UrlEndpoint(arm=arm.name, url=f"http://{host}:{port}")
     if arm.router is not None:
         host = block.address()
         port, metrics_port = free_port(host), free_port(host)
         kv_events = await kv_event_sources(workers) if arm.router.policy == "kv_aware" else None
-        process = ManagedProcess(
-            f"router-{arm.name}",
+        child = children.spawn(
+            names.arm,
+            "arm",
             router_command(arm.router, workers, host, port, metrics_port, kv_events),
-            log_dir / f"router-{arm.name}.log",
+            log_dir / f"{names.arm}.log",
+            owner=names.prefix,
         )
-        process.start()
-        try:
-            await wait_healthy(process, f"http://{host}:{port}/health", timeout)
-        except BaseException:
-            await asyncio.to_thread(process.stop)
-            raise
-        return OpenArm(Target(arm=arm.name, url=f"http://{host}:{port}"), process=process)
+        await wait_serving(children, child, f"http://{host}:{port}/health", timeout)
+        return UrlEndpoint(arm=arm.name, url=f"http://{host}:{port}")
     if arm.prefix_affinity is not None:
-        return OpenArm(Target(arm=arm.name, pod_urls=[w.base_url for w in workers]))
+        return PodsEndpoint(arm=arm.name, pods={w.name: w.base_url for w in workers})
     assert arm.external is not None
-    return OpenArm(Target(arm=arm.name, url=arm.external.url))
+    return UrlEndpoint(arm=arm.name, url=arm.external.url)
+
+
+async def _wait_listening(
+    children: LocalChildren, child: Child, host: str, port: int, timeout: float
+) -> None:
+    """Return once `host:port` accepts a connection; fail with the log if the child exits."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+            return
+        except OSError:
+            pass
+        if not children.alive(child):
+            raise RuntimeError(f"{child.name} exited before listening:\n{child.log_tail(15)}")
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"{child.name} not listening on {host}:{port} in {timeout:g} s")
+        await asyncio.sleep(0.05)

@@ -1,26 +1,35 @@
 """The local back end: simulated workers, arms and the load generator as processes on loopback.
 
-Everything it starts it also stops: on success, on failure and on Ctrl-C (`close` runs from
-the runner's `finally`, and every child gets a parent-death signal).
+Its processes behave like a cluster's pods: they outlive the runner (a killed `kvbench run`
+leaves them for the next one to adopt or stop), every one is registered on disk the moment it
+starts (`children.py`), and `teardown` stops every registered one, whatever was interrupted.
+Dynamo deployments are the exception: they live and die with the runner.
 """
 
 import asyncio
 import hashlib
-import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
-from kvbench.api import EngineSpec, ExperimentSpec, RoutingArm
-from kvbench.api.units import parse_duration
-from kvbench.plan import PlannedRun
-from kvbench.runner.cluster.base import Cluster, LoadOutcome, Target, WorkerInfo
+from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
+from kvbench.loadgen.config import RunConfig
+from kvbench.runner.cluster.base import (
+    ArmEndpoint,
+    ChildNames,
+    Cluster,
+    DynamoEndpoint,
+    LoadState,
+    WorkerInfo,
+)
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
-from kvbench.runner.cluster.local.arms import OpenArm, open_local_arm
-from kvbench.runner.cluster.local.load import run_local_load
+from kvbench.runner.cluster.local.arms import open_local_arm
+from kvbench.runner.cluster.local.children import LocalChildren
+from kvbench.runner.cluster.local.load import LocalLoads
 from kvbench.runner.cluster.local.preflight import local_problems
-from kvbench.runner.cluster.local.workers import LocalWorker, start_worker
+from kvbench.runner.cluster.local.workers import start_worker
+from kvbench.runner.failures import LoadFailed, WorkersNotReady
 
 if TYPE_CHECKING:
     from kvbench.dynamo import DynamoDeployment
@@ -29,41 +38,45 @@ __all__ = ["LocalCluster"]
 
 
 class LocalCluster(Cluster):
-    """Workers are `kvbench sim` processes; logs and run configs go under `work_dir`."""
+    """Workers are `kvbench sim` processes; logs, run configs and the registry under
+    `work_dir`."""
 
     def __init__(self, work_dir: Path, block: LoopbackBlock | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.block = block or LoopbackBlock()
-        self._workers: list[LocalWorker] = []
+        self.children = LocalChildren(self.work_dir / "children")
+        self.loads = LocalLoads(self.children, self.work_dir / "loadgen")
         self._dynamo: DynamoDeployment | None = None
-        self._arm: OpenArm | None = None
-        self._starts = 0
+        self._dynamo_workers: list[WorkerInfo] = []
+        self._dynamo_ids: dict[str, int] = {}
 
     def problems(self, spec: ExperimentSpec) -> list[str]:
         return local_problems(spec)
 
+    def uses_simulator(self, spec: ExperimentSpec) -> bool:
+        return True
+
+    async def recover(self, keep: ChildNames | None) -> None:
+        kept = {keep.load, keep.arm} if keep is not None else set()
+        if keep is not None:
+            kept |= {c.name for c in self.children.all("worker")}
+        await self.children.stop_all(keep=kept)
+
     async def start_workers(
-        self, spec: ExperimentSpec, variant: str, engine: EngineSpec, arm: RoutingArm
+        self,
+        spec: ExperimentSpec,
+        variant: str,
+        engine: EngineSpec,
+        arm: RoutingArm,
+        names: ChildNames,
     ) -> list[WorkerInfo]:
         await self._stop_workers()
-        self._starts += 1
         if arm.external is not None:
             return []
         if arm.dynamo is not None:
-            try:
-                from kvbench.runner.cluster.local.dynamo import start_dynamo
-            except ImportError as err:
-                raise RuntimeError(
-                    f"arm {arm.name} needs NVIDIA Dynamo: run scripts/install-dynamo.sh ({err})"
-                ) from None
-            scratch = self.work_dir / "dynamo" / f"start-{self._starts:03d}-{arm.name}"
-            self._dynamo, workers = await start_dynamo(
-                spec, engine, arm.dynamo, self.block.address(), scratch
-            )
-            return workers
-        log_dir = self.work_dir / "logs" / f"start-{self._starts:03d}-{variant}"
-        timeout = parse_duration(spec.timeouts.workers_ready)
-        names = [(pool, f"{pool.name}-{i}") for pool in spec.workers for i in range(pool.replicas)]
+            return await self._start_dynamo(spec, engine, arm, names)
+        log_dir = self.work_dir / "logs" / f"{names.prefix}-{variant}"
+        pods = [(pool, f"{pool.name}-{i}") for pool in spec.workers for i in range(pool.replicas)]
         results = await asyncio.gather(
             *(
                 start_worker(
@@ -72,24 +85,48 @@ class LocalCluster(Cluster):
                     pool,
                     name,
                     self.block,
-                    self._seed(spec.load.seed, name),
+                    self._seed(spec.load.seed, names, name),
+                    self.children,
                     log_dir,
-                    timeout,
+                    spec.timeouts.workers_ready_seconds,
                 )
-                for pool, name in names
+                for pool, name in pods
             ),
             return_exceptions=True,
         )
-        self._workers = [r for r in results if isinstance(r, LocalWorker)]
-        failures = [r for r in results if isinstance(r, BaseException)]
+        failures = {
+            name: f"{type(r).__name__}: {r}"
+            for (_, name), r in zip(pods, results, strict=True)
+            if isinstance(r, BaseException)
+        }
         if failures:
             await self._stop_workers()
-            raise failures[0]
-        return [w.info for w in self._workers]
+            cancelled = [r for r in results if isinstance(r, asyncio.CancelledError)]
+            if cancelled:
+                raise cancelled[0]
+            raise WorkersNotReady(failures)
+        return [r for r in results if isinstance(r, WorkerInfo)]
 
-    def _seed(self, seed: int, name: str) -> int:
-        """Each start of each worker gets its own seed (capacity jitter differs per start)."""
-        text = f"{seed}/{self._starts}/{name}".encode()
+    async def _start_dynamo(
+        self, spec: ExperimentSpec, engine: EngineSpec, arm: RoutingArm, names: ChildNames
+    ) -> list[WorkerInfo]:
+        from kvbench.runner.cluster.local.dynamo import start_dynamo
+
+        assert arm.dynamo is not None
+        scratch = self.work_dir / "dynamo" / f"{names.prefix}-{arm.name}"
+        try:
+            self._dynamo, self._dynamo_workers, self._dynamo_ids = await start_dynamo(
+                spec, engine, arm.dynamo, self.block.address(), scratch
+            )
+        except (RuntimeError, TimeoutError) as err:
+            raise WorkersNotReady({"dynamo": str(err)}) from err
+        return self._dynamo_workers
+
+    @staticmethod
+    def _seed(seed: int, names: ChildNames, worker: str) -> int:
+        """Each start of each worker gets its own seed (capacity jitter differs per start),
+        the same when an interrupted experiment starts that run again."""
+        text = f"{seed}/{names.prefix}/{worker}".encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
     async def reset_caches(self, workers: list[WorkerInfo]) -> None:
@@ -103,46 +140,79 @@ class LocalCluster(Cluster):
                     )
 
     async def open_arm(
-        self, spec: ExperimentSpec, arm: RoutingArm, workers: list[WorkerInfo]
-    ) -> Target:
+        self, spec: ExperimentSpec, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames
+    ) -> ArmEndpoint:
         await self.close_arm()
         if arm.dynamo is not None:
             if self._dynamo is None:
                 raise RuntimeError(f"arm {arm.name}: the Dynamo deployment is not running")
-            return Target(arm=arm.name, url=self._dynamo.base_url, nvext=True)
-        self._arm = await open_local_arm(
+            return DynamoEndpoint(
+                arm=arm.name, url=self._dynamo.base_url, worker_ids=dict(self._dynamo_ids)
+            )
+        return await open_local_arm(
             arm,
             workers,
             self.block,
+            self.children,
+            names,
             self.work_dir / "logs",
-            parse_duration(spec.timeouts.workers_ready),
-            random.Random(f"{spec.load.seed}/{arm.name}/{self._starts}"),
+            spec.timeouts.workers_ready_seconds,
+            f"{spec.load.seed}/{arm.name}/{names.prefix}",
         )
-        return self._arm.target
 
     async def close_arm(self) -> None:
-        if self._arm is not None:
-            arm, self._arm = self._arm, None
-            await arm.close()
+        await asyncio.gather(*(self.children.stop(c) for c in self.children.all("arm")))
 
-    async def run_load(
-        self, spec: ExperimentSpec, run: PlannedRun, target: Target, workers: list[WorkerInfo]
-    ) -> LoadOutcome:
-        return await run_local_load(spec, run, target, workers, self.work_dir / "loadgen")
+    async def start_load(self, spec: ExperimentSpec, config: RunConfig, names: ChildNames) -> None:
+        self.loads.start(config, names)
+
+    async def load_state(self, names: ChildNames) -> LoadState:
+        return self.loads.state(names)
+
+    async def wait_load(self, names: ChildNames, timeout: float) -> bytes:
+        if self.children.get(names.load) is None and self.loads.state(names).phase == "absent":
+            raise LoadFailed(f"load generator {names.load} is gone and left no result")
+        return await self.loads.wait(names, timeout)
+
+    async def release_load(self, names: ChildNames, keep: bool) -> None:
+        await self.loads.release(names, keep)
+
+    async def check_workers(self, workers: list[WorkerInfo]) -> list[str]:
+        problems = []
+        dynamo = {w.name for w in self._dynamo_workers}
+        for worker in workers:
+            if worker.name in dynamo:
+                if self._dynamo is None or not all(p.running() for p in self._dynamo.processes):
+                    problems.append(f"{worker.name}: the Dynamo deployment stopped")
+                continue
+            child = self.children.get(worker.name)
+            if child is None or child.uid != worker.uid:
+                problems.append(f"{worker.name}: replaced or gone since it became ready")
+            elif not self.children.alive(child):
+                problems.append(f"{worker.name}: exited during the run:\n{child.log_tail(10)}")
+        return problems
 
     async def worker_logs(self, worker: WorkerInfo) -> str:
-        for local in self._workers:
-            if local.info.name == worker.name:
-                return local.process.log_path.read_text(errors="replace")
-        raise KeyError(worker.name)
+        child = self.children.get(worker.name)
+        if child is None:
+            raise KeyError(worker.name)
+        return child.log_path.read_text(errors="replace")
 
     async def _stop_workers(self) -> None:
-        workers, self._workers = self._workers, []
-        await asyncio.gather(*(w.stop() for w in workers))
+        await asyncio.gather(*(self.children.stop(c) for c in self.children.all("worker")))
         if self._dynamo is not None:
-            deployment, self._dynamo = self._dynamo, None
+            deployment, self._dynamo, self._dynamo_workers = self._dynamo, None, []
             await asyncio.to_thread(deployment.stop)
 
-    async def close(self) -> None:
-        await self.close_arm()
-        await self._stop_workers()
+    async def detach(self) -> None:
+        """Leave every registered process running; a Dynamo deployment cannot outlive its
+        runner, so it is stopped."""
+        if self._dynamo is not None:
+            await self._stop_workers()
+
+    async def teardown(self, cleanup: Cleanup) -> None:
+        keep = {c.name for c in self.children.all("worker")} if cleanup.keep_workers else set()
+        if self._dynamo is not None and not cleanup.keep_workers:
+            deployment, self._dynamo, self._dynamo_workers = self._dynamo, None, []
+            await asyncio.to_thread(deployment.stop)
+        await self.children.stop_all(keep=keep)

@@ -7,7 +7,6 @@ inverse), so a Dynamo arm meets the same traffic under the same capacity as the 
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 from kvbench.api import EngineSpec, ExperimentSpec
@@ -16,11 +15,13 @@ from kvbench.dynamo import (
     DeploymentSpec,
     DynamoDeployment,
     MockerOptions,
+    ModelDirSpec,
     RouterOptions,
     ensure_model_dir,
-    mocker_blocks_for_bytes,
+    mocker_kv_blocks,
 )
 from kvbench.runner.cluster.base import WorkerInfo
+from kvbench.sim.geometry import resolve_geometry
 
 __all__ = ["model_cache_dir", "start_dynamo"]
 
@@ -47,8 +48,12 @@ def deployment_spec(
         workers=spec.total_workers,
         mocker=MockerOptions(
             block_size=engine.block_tokens,
-            num_gpu_blocks=mocker_blocks_for_bytes(
-                engine.kv_cache_memory_bytes, engine.block_tokens
+            num_gpu_blocks=mocker_kv_blocks(
+                engine.model,
+                engine.kv_cache_memory_bytes,
+                engine.block_tokens,
+                engine.kv_cache_dtype,
+                engine.dtype,
             ),
             speedup_ratio=1 / scale if scale > 0 else 0,
             max_num_seqs=engine.max_num_seqs,
@@ -72,25 +77,29 @@ async def start_dynamo(
     arm: DynamoArm,
     host: str,
     scratch: Path,
-) -> tuple[DynamoDeployment, list[WorkerInfo]]:
-    """Start the deployment; its workers as the runner sees them (one per pod of the spec)."""
-    model = await asyncio.to_thread(ensure_model_dir, model_cache_dir())
+) -> tuple[DynamoDeployment, list[WorkerInfo], dict[str, int]]:
+    """Start the deployment; its workers as the runner sees them (one per pod of the spec),
+    and the id the frontend reports for each. A mocker reports no KV size of its own, so the
+    size it was given is recorded as configured, not measured."""
+    model = await asyncio.to_thread(
+        ensure_model_dir, model_cache_dir(), ModelDirSpec(geometry=resolve_geometry(engine.model))
+    )
     dspec = deployment_spec(spec, engine, arm, host, model.path)
     deployment = DynamoDeployment(dspec, scratch)
-    started = time.monotonic()
     await asyncio.to_thread(deployment.start)
-    startup = round(time.monotonic() - started, 3)
     workers = [
         WorkerInfo(
             name=f"dynamo-{w.index}",
             pool="dynamo",
+            uid=f"{w.pid}-{w.instance_id}",
             node="local",
+            image="dynamo.mocker",
             base_url=deployment.base_url,
             metrics_url=w.metrics_url,
-            kv_cache_tokens=dspec.mocker.num_gpu_blocks * dspec.mocker.block_size,
-            startup_seconds=startup,
-            frontend_worker_id=w.instance_id,
+            configured_kv_cache_tokens=dspec.mocker.num_gpu_blocks * dspec.mocker.block_size,
+            startup_seconds=round(w.startup_seconds, 3),
         )
         for w in deployment.workers
     ]
-    return deployment, workers
+    ids = {f"dynamo-{w.index}": w.instance_id for w in deployment.workers}
+    return deployment, workers, ids

@@ -1,88 +1,84 @@
 """The load generator as the local back end runs it: `kvbench loadgen` in its own process,
 exactly as the Kubernetes Job runs it, so the client never shares a core's event loop with the
-runner or the balancer."""
+runner. Like a Job it outlives the runner that started it, and its result document is a file
+that a later runner collects."""
 
-import asyncio
 import sys
 from pathlib import Path
 
-from kvbench.api import ExperimentSpec
-from kvbench.loadgen.config import DirectMetrics, PrefixAffinityTarget, RunConfig, UrlTarget
-from kvbench.plan import PlannedRun
-from kvbench.runner.cluster.base import LoadOutcome, Target, WorkerInfo
-from kvbench.runner.outcome import outcome_from_result
+from kvbench.loadgen.config import RunConfig
+from kvbench.runner.cluster.base import ChildNames, LoadState
+from kvbench.runner.cluster.local.children import LocalChildren
+from kvbench.runner.failures import LoadFailed, RunTimeout
 
-__all__ = ["build_run_config", "run_local_load"]
+__all__ = ["LocalLoads"]
 
 
-def build_run_config(
-    spec: ExperimentSpec, run: PlannedRun, target: Target, workers: list[WorkerInfo]
-) -> RunConfig:
-    """The load generator's config for one run of the plan."""
-    engine = spec.engines()[run.variant]
-    if target.url is not None:
-        destination: UrlTarget | PrefixAffinityTarget = UrlTarget(
-            url=target.url, nvext=target.nvext
+class LocalLoads:
+    """Load generator processes, one per run attempt, under `work_dir`."""
+
+    def __init__(self, children: LocalChildren, work_dir: Path) -> None:
+        self.children = children
+        self.work_dir = Path(work_dir)
+
+    def _result(self, names: ChildNames) -> Path:
+        return self.work_dir / f"{names.prefix}.result.json.gz"
+
+    def start(self, config: RunConfig, names: ChildNames) -> None:
+        """Start the attempt's load generator unless it exists or already left a result."""
+        if self.children.get(names.load) is not None or self._result(names).exists():
+            return
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        config_path = self.work_dir / f"{names.prefix}.config.json"
+        config_path.write_text(config.model_dump_json(indent=1))
+        argv = [sys.executable, "-m", "kvbench", "loadgen", "--config", str(config_path)]
+        argv += ["--out", str(self._result(names))]
+        self.children.spawn(
+            names.load, "load", argv, self.work_dir / f"{names.prefix}.log", owner=names.prefix
         )
-    else:
-        by_name = {w.name: w.base_url for w in workers if w.base_url in target.pod_urls}
-        destination = PrefixAffinityTarget(pods=by_name)
-    return RunConfig(
-        run_id=run.id,
-        model=engine.served_model_name or engine.model,
-        target=destination,
-        workload=spec.workload,
-        point=run.point,
-        seed=run.seed,
-        warmup=spec.load.warmup,
-        connection=spec.load.connection,
-        request_timeout=spec.load.request_timeout,
-        time_scale=spec.simulator.time_scale,
-        metrics=DirectMetrics(
-            pods={w.name: w.metrics_url for w in workers},
-            worker_ids={
-                w.name: w.frontend_worker_id for w in workers if w.frontend_worker_id is not None
-            },
-        )
-        if workers
-        else None,
-    )
 
-
-async def run_local_load(
-    spec: ExperimentSpec,
-    run: PlannedRun,
-    target: Target,
-    workers: list[WorkerInfo],
-    work_dir: Path,
-) -> LoadOutcome:
-    """Run `kvbench loadgen` for one run and read its result document."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    config_path = work_dir / f"{run.id}.config.json"
-    result_path = work_dir / f"{run.id}.result.json"
-    log_path = work_dir / f"{run.id}.log"
-    config_path.write_text(build_run_config(spec, run, target, workers).model_dump_json(indent=2))
-    with log_path.open("wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kvbench",
-            "loadgen",
-            "--config",
-            str(config_path),
-            "--out",
-            str(result_path),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log,
-            stderr=asyncio.subprocess.STDOUT,
+    def state(self, names: ChildNames) -> LoadState:
+        child = self.children.get(names.load)
+        if child is not None and self.children.alive(child):
+            return LoadState(phase="running")
+        result = self._result(names)
+        if result.exists():
+            return LoadState(phase="succeeded", document=result.read_bytes())
+        if child is None:
+            return LoadState(phase="absent")
+        code = self.children.exit_code(child)
+        exit_text = (
+            "unknown exit status (started by an earlier runner)"
+            if code is None
+            else (f"exit {code}")
         )
-        try:
-            code = await process.wait()
-        except BaseException:
-            process.kill()
-            await process.wait()
-            raise
-    if code != 0 or not result_path.exists():
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-        raise RuntimeError(f"load generator failed for run {run.id} (exit {code}):\n{tail}")
-    return outcome_from_result(result_path.read_text())
+        return LoadState(
+            phase="failed",
+            reason=f"load generator {names.load} ended without a result ({exit_text}):\n"
+            f"{child.log_tail()}",
+        )
+
+    async def wait(self, names: ChildNames, timeout: float) -> bytes:
+        child = self.children.get(names.load)
+        if child is not None and not await self.children.wait_exit(child, timeout):
+            await self.children.stop(child)
+            raise RunTimeout(
+                f"load generator {names.load} still running after {timeout:.0f} s "
+                "(timeouts.run): stopped"
+            )
+        state = self.state(names)
+        if state.phase == "succeeded":
+            assert state.document is not None
+            return state.document
+        if state.phase == "absent":
+            raise LoadFailed(f"load generator {names.load} is gone and left no result")
+        raise LoadFailed(state.reason or f"load generator {names.load} failed")
+
+    async def release(self, names: ChildNames, keep: bool) -> None:
+        """Unregister the attempt's process (it has ended); its files stay when `keep`."""
+        child = self.children.get(names.load)
+        if child is not None:
+            await self.children.stop(child)
+        if not keep:
+            for suffix in (".config.json", ".result.json.gz"):
+                (self.work_dir / f"{names.prefix}{suffix}").unlink(missing_ok=True)

@@ -42,4 +42,21 @@ def local_problems(spec: ExperimentSpec) -> list[str]:
                         f"{where}.dynamo: dynamo.mocker takes a KV block count: set "
                         f"engine.kvCacheMemoryBytes (variant {variant})"
                     )
+    if spec.metrics.source == "prometheus":
+        problems.append(
+            "spec.metrics.source: prometheus reads counters from a Prometheus that scrapes the "
+            "pods; no Prometheus scrapes local workers: use direct"
+        )
+    for variant, engine in spec.engines().items():
+        for var in engine.env:
+            if var.value_from is not None:
+                problems.append(
+                    f"spec.engine.env ({var.name}, variant {variant}): valueFrom reads a "
+                    "cluster's Secret or ConfigMap; locally give a value"
+                )
+    if spec.cleanup.keep_workers and any(a.dynamo is not None for a in spec.routing):
+        problems.append(
+            "spec.cleanup.keepWorkers: local Dynamo deployments stop with kvbench run; "
+            "drop keepWorkers or the dynamo arms"
+        )
     return problems

@@ -1,14 +1,15 @@
 """Local workers: one `kvbench sim` process per pod of every pool, on its own loopback address.
 
 The simulator takes the variant's vLLM arguments unchanged, plus the simulator-only flags
-(timing profile, GPU memory, time scale, seed), so a variant means the same thing here as on a
-GPU cluster. When a `kv_aware` router arm will follow the workers' caches, each worker also
-publishes vLLM KV events on its own loopback address (port chosen by the OS; `/version` tells
-the router's arm where, see `arms.py`).
+(timing profile, GPU memory, time scale, seed), and the engine's environment, so a variant
+means the same thing here as on a GPU cluster. When a `kv_aware` router arm will follow the
+workers' caches, each worker also publishes vLLM KV events on its own loopback address (port
+chosen by the OS; `/version` tells the router's arm where, see `arms.py`).
 """
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,29 +17,27 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvbench import __version__
 from kvbench.api import EngineSpec, ExperimentSpec, WorkerPool
-from kvbench.procs import ManagedProcess, free_port
+from kvbench.procs import free_port
 from kvbench.runner.cluster.base import WorkerInfo
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
-from kvbench.runner.cluster.local.health import wait_healthy
+from kvbench.runner.cluster.local.children import Child, LocalChildren
 
-__all__ = ["LocalWorker", "kv_cache_tokens", "sim_command", "start_worker"]
-
-
-class LocalWorker:
-    """A running simulator process and what the runner knows of it."""
-
-    def __init__(self, info: WorkerInfo, process: ManagedProcess) -> None:
-        self.info = info
-        self.process = process
-
-    async def stop(self) -> None:
-        await asyncio.to_thread(self.process.stop)
+__all__ = ["engine_env", "kv_cache_tokens", "sim_command", "start_worker", "wait_serving"]
 
 
 def _needs_kv_events(spec: ExperimentSpec) -> bool:
     """Whether an arm of the experiment routes on the workers' KV events (`kv_aware`)."""
     return any(arm.router is not None and arm.router.policy == "kv_aware" for arm in spec.routing)
+
+
+def engine_env(engine: EngineSpec) -> dict[str, str]:
+    """This process's environment with the engine's own variables on top (values only:
+    the preflight refuses `valueFrom`, which needs a cluster's Secrets)."""
+    env = dict(os.environ)
+    env.update({var.name: var.value for var in engine.env if var.value is not None})
+    return env
 
 
 def sim_command(
@@ -80,6 +79,29 @@ def kv_cache_tokens(metrics_text: str) -> int | None:
     return None
 
 
+async def wait_serving(children: LocalChildren, child: Child, url: str, timeout: float) -> None:
+    """Return once `url` answers 200; raise with the process's log tail if it exits first
+    (RuntimeError) or does not answer within `timeout` seconds (TimeoutError)."""
+    started = time.monotonic()
+    async with httpx.AsyncClient() as client:
+        while True:
+            try:
+                if (await client.get(url, timeout=2.0)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if not children.alive(child):
+                code = children.exit_code(child)
+                raise RuntimeError(
+                    f"{child.name} exited (code {code}) before serving:\n{child.log_tail(15)}"
+                )
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(
+                    f"{child.name} not serving {url} within {timeout:g} s:\n{child.log_tail(15)}"
+                )
+            await asyncio.sleep(0.1)
+
+
 async def start_worker(
     spec: ExperimentSpec,
     engine: EngineSpec,
@@ -87,33 +109,35 @@ async def start_worker(
     name: str,
     block: LoopbackBlock,
     seed: int,
+    children: LocalChildren,
     log_dir: Path,
     timeout: float,
-) -> LocalWorker:
-    """Start one simulator and return it once `/health` answers; its log explains failures."""
+) -> WorkerInfo:
+    """Start one simulator (registered at once, so a cancelled start is still stopped by the
+    teardown) and return it once `/health` answers."""
     host = block.address()
     port = free_port(host)
-    process = ManagedProcess(
-        name, sim_command(spec, engine, pool, name, host, port, seed), log_dir / f"{name}.log"
-    )
     started = time.monotonic()
-    process.start()
+    child = children.spawn(
+        name,
+        "worker",
+        sim_command(spec, engine, pool, name, host, port, seed),
+        log_dir / f"{name}.log",
+        env=engine_env(engine),
+    )
     base = f"http://{host}:{port}"
-    try:
-        await wait_healthy(process, f"{base}/health", timeout)
-        startup = time.monotonic() - started
-        async with httpx.AsyncClient() as client:
-            metrics = (await client.get(f"{base}/metrics", timeout=5.0)).text
-    except BaseException:
-        await asyncio.to_thread(process.stop)
-        raise
-    info = WorkerInfo(
+    await wait_serving(children, child, f"{base}/health", timeout)
+    startup = time.monotonic() - started
+    async with httpx.AsyncClient() as client:
+        metrics = (await client.get(f"{base}/metrics", timeout=5.0)).text
+    return WorkerInfo(
         name=name,
         pool=pool.name,
+        uid=child.uid,
         node="local",
+        image=f"kvbench sim {__version__}",
         base_url=base,
         metrics_url=f"{base}/metrics",
         kv_cache_tokens=kv_cache_tokens(metrics),
         startup_seconds=round(startup, 3),
     )
-    return LocalWorker(info, process)

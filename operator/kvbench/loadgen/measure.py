@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
 from kvbench.loadgen.attribution import attribute_responses
 from kvbench.loadgen.client import Attempt, Client, encode_body
+from kvbench.loadgen.columns import RequestColumns
 from kvbench.loadgen.config import (
     DirectMetrics,
     MetricsConfig,
@@ -28,16 +29,16 @@ from kvbench.loadgen.prometheus import PrometheusCounters
 from kvbench.loadgen.records import RequestRecord, to_record
 from kvbench.loadgen.results import Conditions, CounterReport, LoadgenResult, Window, versions
 from kvbench.loadgen.routing import make_router
-from kvbench.loadgen.summary import percentile, summarize, to_run_summary, warnings
+from kvbench.loadgen.summary import percentile, summarize_records, warnings
 from kvbench.loadgen.workload import Request, Sequence, build_sequence
 
-__all__ = ["Progress", "event_loop_name", "make_counter_source", "run_load", "run_sync"]
+__all__ = ["ProgressCallback", "event_loop_name", "make_counter_source", "run_load", "run_sync"]
 
-Progress = Callable[[str, int, int], None]
+ProgressCallback = Callable[[str, int, int], None]
 """Called as (phase, done, total) after every finished request."""
 
 
-def run_sync(config: RunConfig, progress: Progress | None = None) -> LoadgenResult:
+def run_sync(config: RunConfig, progress: ProgressCallback | None = None) -> LoadgenResult:
     """Run on uvloop when it is installed (the measured path's speed depends on it)."""
     try:
         import uvloop
@@ -66,7 +67,9 @@ def event_loop_name() -> str:
 class _Phase:
     """Sends one phase's requests and keeps every attempt, in sequence order."""
 
-    def __init__(self, config: RunConfig, client: Client, progress: Progress | None) -> None:
+    def __init__(
+        self, config: RunConfig, client: Client, progress: ProgressCallback | None
+    ) -> None:
         groups = config.point.prefixes if config.workload.shared_prefix is not None else None
         self.router = make_router(config.target, config.path, groups)
         self._client, self._config, self._progress = client, config, progress
@@ -97,7 +100,7 @@ class _Phase:
         return [a for a in attempts if a is not None]
 
 
-async def run_load(config: RunConfig, progress: Progress | None = None) -> LoadgenResult:
+async def run_load(config: RunConfig, progress: ProgressCallback | None = None) -> LoadgenResult:
     """Carry out the run and return its result; request failures are records, not raised.
 
     A failed counter read is reported in the document (`counters.error`), not raised, so the
@@ -143,7 +146,9 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
         report.notes.extend(counters.notes)
     time_scale = _time_scale(records, config)
     scaled_by = config.time_scale if time_scale is None and config.time_scale > 0 else None
-    summary = summarize(records, report.pods, window_end - window_start, time_scale, scaled_by)
+    summary = summarize_records(
+        records, report.pods, window_end - window_start, time_scale, scaled_by
+    )
     return LoadgenResult(
         conditions=_conditions(
             config, sequence, schedule, time_scale, event_loop_name(), phase.router.owners
@@ -156,14 +161,13 @@ async def run_load(config: RunConfig, progress: Progress | None = None) -> Loadg
             end=round(window_end - origin, 6),
         ),
         summary=summary,
-        run_summary=to_run_summary(summary, health),
         client=health,
         counters=report,
         warnings=[
             *([f"counters not read: {report.error}"] if report.error else []),
-            *warnings(summary, health, config.time_scale, _observed_scale(records)),
+            *warnings(summary, health.reasons, config.time_scale, _observed_scale(records)),
         ],
-        requests=records,
+        requests=RequestColumns.from_records(records),
         config=config,
     )
 

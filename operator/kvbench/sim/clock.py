@@ -18,10 +18,10 @@ import contextlib
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.request import SimRequest
 
-__all__ = ["EngineRunner"]
+__all__ = ["EngineClock"]
 
 
-class EngineRunner:
+class EngineClock:
     """An asyncio task stepping one ``EngineCore``."""
 
     def __init__(self, core: EngineCore, *, time_scale: float) -> None:

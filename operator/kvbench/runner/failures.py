@@ -1,0 +1,87 @@
+"""Typed failures of a run, raised by back ends and read by the runner and the operator.
+
+Each carries a `reason` (a condition reason, CamelCase) and whether retrying can help: a
+transient failure costs one attempt of the run's budget, a permanent one (a spec the back end
+cannot run) ends the experiment at once.
+"""
+
+__all__ = [
+    "ApiUnavailable",
+    "ImagePullFailed",
+    "LoadFailed",
+    "RunFailure",
+    "RunTimeout",
+    "SpecNotRunnable",
+    "Unschedulable",
+    "WorkersDisturbed",
+    "WorkersNotReady",
+]
+
+
+class RunFailure(Exception):
+    """A run attempt that produced no valid record."""
+
+    reason = "RunFailed"
+    permanent = False
+
+
+class SpecNotRunnable(RunFailure):
+    """The back end cannot run this spec at all; each problem names the field."""
+
+    reason = "SpecNotRunnable"
+    permanent = True
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("this back end cannot run the experiment:\n  " + "\n  ".join(problems))
+        self.problems = problems
+
+
+class WorkersNotReady(RunFailure):
+    """Workers did not become ready in time, or exited; the reason of every such pod."""
+
+    reason = "WorkersNotReady"
+
+    def __init__(self, pods: dict[str, str], message: str | None = None) -> None:
+        detail = "; ".join(f"{pod}: {why}" for pod, why in pods.items())
+        super().__init__(message or f"workers not ready: {detail}")
+        self.pods = pods
+
+
+class Unschedulable(WorkersNotReady):
+    """No node can take the pods (GPUs, selectors, taints)."""
+
+    reason = "Unschedulable"
+
+
+class ImagePullFailed(WorkersNotReady):
+    """A pod's image cannot be pulled."""
+
+    reason = "ImagePullFailed"
+
+
+class WorkersDisturbed(RunFailure):
+    """A worker restarted, was replaced or vanished during the run: its figures are invalid."""
+
+    reason = "WorkersDisturbed"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("workers changed during the run: " + "; ".join(problems))
+        self.problems = problems
+
+
+class LoadFailed(RunFailure):
+    """The load generator ended without a result document."""
+
+    reason = "LoadFailed"
+
+
+class RunTimeout(RunFailure):
+    """The load generator outlived `timeouts.run` and was stopped."""
+
+    reason = "RunTimeout"
+
+
+class ApiUnavailable(RunFailure):
+    """The cluster's API could not be reached or refused the call."""
+
+    reason = "ApiUnavailable"
