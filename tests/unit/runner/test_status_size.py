@@ -58,8 +58,9 @@ def _record(run, now) -> RunRecord:
             )
             for p in range(16)
         ],
-        summary=RunSummary(requests=480, request_hit_rate=0.55, token_hit_rate=0.52,
-                           ttft_p50=0.05, ttft_p99=0.4),  # fmt: skip
+        summary=RunSummary(
+            requests=480, request_hit_rate=0.55, token_hit_rate=0.52, ttft_p50=0.05, ttft_p99=0.4
+        ),
         raw_results=f"raw/r{run.index}-a1.json.gz",
     )
 

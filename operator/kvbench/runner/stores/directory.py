@@ -147,7 +147,8 @@ class DirectoryStore(RunStore):
 
     def save_run(self, record: RunRecord) -> None:
         _write_atomically(
-            self.root / "runs" / f"r{record.index}.json", record.model_dump_json(indent=1).encode()
+            self.root / "runs" / f"r{record.index}.json",
+            record.model_dump_json(by_alias=True, exclude_none=True, indent=1).encode(),
         )
         self._records[record.index] = record
 
@@ -155,7 +156,7 @@ class DirectoryStore(RunStore):
         return [self._records[i] for i in sorted(self._records)]
 
     def save_aggregate(self, points: list[AggregatePoint]) -> None:
-        document = [p.model_dump(mode="json") for p in points]
+        document = [p.to_k8s() for p in points]
         _write_atomically(self.root / "aggregate.json", json.dumps(document, indent=1).encode())
         self._aggregate = list(points)
 
