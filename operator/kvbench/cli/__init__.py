@@ -5,6 +5,7 @@ import click
 from kvbench import __version__
 from kvbench.cli.crd import crd
 from kvbench.cli.loadgen import loadgen
+from kvbench.cli.operator import operator
 from kvbench.cli.plan import plan
 from kvbench.cli.report import compare, report
 from kvbench.cli.run import run
@@ -22,6 +23,7 @@ def main() -> None:
 
 main.add_command(crd)
 main.add_command(loadgen)
+main.add_command(operator)
 main.add_command(plan)
 main.add_command(report)
 main.add_command(compare)

@@ -1,4 +1,5 @@
-"""Fixtures of the harness tests: one test cluster per session, a namespace per test.
+"""Fixtures every test directory shares: one test cluster per session, a namespace per
+test, the experiment CRD installed once.
 
 A failing test's report carries the tail of every harness process's log.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import kubernetes
 import pytest
@@ -49,6 +51,19 @@ def apps(cluster: TestCluster) -> kubernetes.client.AppsV1Api:
 @pytest.fixture
 def batch(cluster: TestCluster) -> kubernetes.client.BatchV1Api:
     return kubernetes.client.BatchV1Api(cluster.api_client())
+
+
+@pytest.fixture(scope="session")
+def experiment_crd(cluster: TestCluster) -> str:
+    """The BenchmarkExperiment CRD on the test cluster (kubectl 1.20 needs --validate=false
+    for its CEL rules, which the 1.20 API server drops)."""
+    crd = Path(__file__).resolve().parents[1] / "crds" / "benchmarkexperiments.kvbench.io.yaml"
+    applied = cluster.kubectl("apply", "--validate=false", "-f", str(crd))
+    assert applied.returncode == 0, applied.stderr
+    name = "crd/benchmarkexperiments.kvbench.io"
+    ready = cluster.kubectl("wait", "--for=condition=established", name, "--timeout=60s")
+    assert ready.returncode == 0, ready.stderr
+    return name
 
 
 @pytest.fixture

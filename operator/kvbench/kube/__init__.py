@@ -1,0 +1,1 @@
+"""The Kubernetes back end: manifests, the cluster, the results store in ConfigMaps."""

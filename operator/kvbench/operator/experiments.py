@@ -1,0 +1,137 @@
+"""One experiment resource carried out by the runner, as the operator's daemon does it.
+
+This is the reconciling logic; the kopf handlers only call it. The resource's spec is read
+with the API models (an invalid one fails the experiment naming the field, with no child
+made); the results store in ConfigMaps is the source of truth, so a restarted operator
+continues from it; a finished experiment is never run again; a spec changed after the start
+is refused with a condition and the experiment goes on with the spec it started with.
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kubernetes
+
+from kvbench import __version__
+from kvbench.api import (
+    API_VERSION,
+    KIND,
+    BenchmarkExperiment,
+    Condition,
+    ConditionType,
+    ExperimentPhase,
+    SpecError,
+    parse_experiment,
+)
+from kvbench.kube.cluster import KubernetesCluster
+from kvbench.kube.manifests import ExperimentRef
+from kvbench.kube.store import ConfigMapStore
+from kvbench.operator.status import ResourceStatus
+from kvbench.runner import ExperimentRunner, StoreMismatch
+from kvbench.runner.failures import SpecNotRunnable
+
+__all__ = ["IMAGE_ENV", "ExperimentController", "project_image"]
+
+IMAGE_ENV = "KVBENCH_IMAGE"
+log = logging.getLogger(__name__)
+
+
+def project_image() -> str:
+    """The image the operator runs (the chart sets it): also the load generator's and the
+    simulator's unless the spec names another."""
+    return os.environ.get(IMAGE_ENV, f"ghcr.io/kvbench/kvbench:{__version__}")
+
+
+def _owner(name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+class ExperimentController:
+    """Runs experiments through `client` (the operator's API access)."""
+
+    def __init__(self, client: kubernetes.client.ApiClient, image: str | None = None) -> None:
+        self.client = client
+        self.image = image or project_image()
+        self.core = kubernetes.client.CoreV1Api(client)
+
+    def _parse(self, body: dict[str, Any]) -> BenchmarkExperiment:
+        meta = body["metadata"]
+        document = {
+            "apiVersion": body.get("apiVersion", API_VERSION),
+            "kind": body.get("kind", KIND),
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "generation": meta.get("generation"),
+            },
+            "spec": body.get("spec") or {},
+        }
+        return parse_experiment(document, f"{meta.get('namespace')}/{meta['name']}")
+
+    async def run(self, body: dict[str, Any], stopped: Callable[[], Awaitable[bool]]) -> None:
+        """Carry the experiment out until it ends or `stopped()` returns (then True: the
+        resource was deleted, tear down; False: the operator is exiting, detach)."""
+        meta = body["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        status = ResourceStatus(self.client, namespace, name, uid)
+        status.generation = meta.get("generation")
+        stored = body.get("status") or {}
+        status.conditions = [Condition.model_validate(c) for c in stored.get("conditions", [])]
+        if stored.get("phase") in (ExperimentPhase.SUCCEEDED, ExperimentPhase.FAILED):
+            return
+        try:
+            experiment = self._parse(body)
+        except SpecError as err:
+            await asyncio.to_thread(status.fail, "InvalidSpec", str(err))
+            return
+        ref = ExperimentRef(name=name, namespace=namespace, uid=uid, image=self.image)
+        store = ConfigMapStore(self.core, namespace, name, uid, _owner(name, uid))
+        experiment = await asyncio.to_thread(self._started_spec, store, experiment, status)
+        cluster = KubernetesCluster(self.client, ref)
+        runner = ExperimentRunner(experiment, cluster, store, observer=status)
+        task = asyncio.create_task(runner.run(on_cancel="detach"))
+        stop = asyncio.create_task(stopped())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if stop.result():
+                await cluster.teardown(experiment.spec.cleanup)
+            return
+        stop.cancel()
+        try:
+            task.result()
+        except SpecNotRunnable as err:
+            await asyncio.to_thread(status.fail, "SpecNotRunnable", str(err))
+        except StoreMismatch as err:
+            await asyncio.to_thread(status.fail, "ResultsMismatch", str(err))
+
+    @staticmethod
+    def _started_spec(
+        store: ConfigMapStore, experiment: BenchmarkExperiment, status: ResourceStatus
+    ) -> BenchmarkExperiment:
+        """The spec the experiment started with; a later change is refused with a condition
+        (on servers without CEL the API server cannot refuse it itself)."""
+        started = store.stored_experiment()
+        if started is None or started.spec == experiment.spec:
+            return experiment
+        status.set_condition(
+            ConditionType.SPEC_CHANGED,
+            True,
+            "SpecImmutable",
+            f"the spec changed at generation {status.generation} after the experiment started; "
+            "it goes on with the spec it started with (delete and re-create it to change it)",
+        )
+        return started

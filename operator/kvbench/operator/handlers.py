@@ -1,0 +1,49 @@
+"""The operator's kopf handlers: thin, each hands the resource to the ExperimentController.
+
+kopf keeps its own progress in annotations (the status schema would prune `status.kopf`).
+One daemon per experiment runs it; the daemon stops when the operator exits (the children
+keep running, the next operator adopts them) or when the resource is deleted (then the
+children are torn down before kopf's finalizer lets the resource go).
+"""
+
+import logging
+from typing import Any
+
+import kopf
+import kubernetes
+
+from kvbench.api import GROUP, PLURAL, VERSION
+from kvbench.operator.experiments import ExperimentController
+
+__all__ = ["configure_operator"]
+
+_controller: list[ExperimentController] = []
+
+
+def configure_operator(client: kubernetes.client.ApiClient) -> None:
+    """Set the API client the handlers act through (before kopf starts)."""
+    _controller[:] = [ExperimentController(client)]
+
+
+@kopf.on.startup()
+def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kvbench.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kvbench.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=120.0)
+async def _experiment(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
+    async def wait_stopped() -> bool:
+        await stopped.wait()
+        return bool(stopped.reason and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason)
+
+    await _controller[0].run(dict(body), wait_stopped)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+def _deleted(name: str, namespace: str, logger: kopf.Logger, **_: Any) -> None:
+    logger.info("experiment %s/%s deleted: its children go with it", namespace, name)

@@ -1,0 +1,182 @@
+"""The back ends under the `Cluster` contract: what the runner relies on, run against each.
+
+A back end enters the suite as a `Backend`: how to make a cluster, how to disturb a worker
+and a load generator from outside (as a node, a user or a crash would), and how to see what
+it left behind. The Kubernetes back end joins with the operator.
+"""
+
+import asyncio
+import os
+import signal
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import kubernetes
+import yaml
+
+from kvbench.api import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    BenchmarkExperiment,
+    parse_experiment,
+)
+from kvbench.kube.cluster import KubernetesCluster
+from kvbench.kube.manifests import LABEL_UID, ExperimentRef
+from kvbench.runner.cluster import ChildNames, Cluster, WorkerInfo
+from kvbench.runner.cluster.local.cluster import LocalCluster
+from kvbench.testing.cluster import TestCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Backend(ABC):
+    """One back end under the contract."""
+
+    @abstractmethod
+    def cluster(self) -> Cluster:
+        """A cluster; a second call is a restarted runner's view of the same place."""
+
+    @abstractmethod
+    async def kill_worker(self, worker: WorkerInfo) -> None:
+        """End a worker from outside, as a crash or a node does."""
+
+    @abstractmethod
+    async def kill_load(self, names: ChildNames) -> None:
+        """End an attempt's load generator from outside without a result."""
+
+    @abstractmethod
+    def leftovers(self) -> list[str]:
+        """What still runs that the back end started."""
+
+    @abstractmethod
+    def worker_names(self, experiment: BenchmarkExperiment) -> list[str]:
+        """The names the back end gives the experiment's workers."""
+
+
+class LocalBackend(Backend):
+    def __init__(self, work_dir: Path) -> None:
+        self.work_dir = work_dir
+        self._clusters: list[LocalCluster] = []
+
+    def cluster(self) -> LocalCluster:
+        cluster = LocalCluster(self.work_dir)
+        self._clusters.append(cluster)
+        return cluster
+
+    async def kill_worker(self, worker: WorkerInfo) -> None:
+        children = self._clusters[-1].children
+        child = children.get(worker.name)
+        assert child is not None
+        await children.stop(child, grace=0)
+
+    async def kill_load(self, names: ChildNames) -> None:
+        children = self._clusters[-1].children
+        child = children.get(names.load)
+        assert child is not None
+        os.killpg(child.pid, signal.SIGKILL)
+
+    def leftovers(self) -> list[str]:
+        cluster = LocalCluster(self.work_dir)
+        return [c.name for c in cluster.children.all() if cluster.children.alive(c)]
+
+    def worker_names(self, experiment: BenchmarkExperiment) -> list[str]:
+        return [f"{p.name}-{i}" for p in experiment.spec.workers for i in range(p.replicas)]
+
+
+class KubeBackend(Backend):
+    """The Kubernetes back end on the test cluster, owned by a real experiment resource (no
+    operator runs: the test drives the back end as the runner would)."""
+
+    def __init__(self, test_cluster: TestCluster, namespace: str) -> None:
+        self.client = test_cluster.api_client()
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.namespace = namespace
+        experiment = small_experiment()
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": experiment.metadata.name},
+            "spec": experiment.spec.to_k8s(),
+        }
+        created = kubernetes.client.CustomObjectsApi(self.client).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, body
+        )
+        self.ref = ExperimentRef(
+            name=experiment.metadata.name,
+            namespace=namespace,
+            uid=created["metadata"]["uid"],
+            image="ghcr.io/kvbench/kvbench:test",
+        )
+
+    def cluster(self) -> KubernetesCluster:
+        return KubernetesCluster(self.client, self.ref)
+
+    async def kill_worker(self, worker: WorkerInfo) -> None:
+        await asyncio.to_thread(
+            self.core.delete_namespaced_pod, worker.name, self.namespace, grace_period_seconds=0
+        )
+
+    async def kill_load(self, names: ChildNames) -> None:
+        def kill() -> None:
+            deadline = time.monotonic() + 60
+            while True:
+                pods = self.core.list_namespaced_pod(
+                    self.namespace, label_selector=f"job-name={names.load}"
+                ).items
+                running = [p for p in pods if p.status.phase == "Running"]
+                if running:
+                    self.core.delete_namespaced_pod(
+                        running[0].metadata.name, self.namespace, grace_period_seconds=0
+                    )
+                    return
+                assert time.monotonic() < deadline, "the load generator's pod never ran"
+                time.sleep(0.1)
+
+        await asyncio.to_thread(kill)
+
+    def leftovers(self) -> list[str]:
+        """Pods, StatefulSets, Deployments and Jobs of the experiment still there after their
+        deletion had a minute to finish."""
+        selector = f"{LABEL_UID}={self.ref.uid}"
+        apps = kubernetes.client.AppsV1Api(self.client)
+        batch = kubernetes.client.BatchV1Api(self.client)
+        deadline = time.monotonic() + 60
+        while True:
+            found = [
+                *(f"pod/{p.metadata.name}" for p in self.core.list_namespaced_pod(
+                    self.namespace, label_selector=selector).items),
+                *(f"statefulset/{s.metadata.name}" for s in apps.list_namespaced_stateful_set(
+                    self.namespace, label_selector=selector).items),
+                *(f"deployment/{d.metadata.name}" for d in apps.list_namespaced_deployment(
+                    self.namespace, label_selector=selector).items),
+                *(f"job/{j.metadata.name}" for j in batch.list_namespaced_job(
+                    self.namespace, label_selector=selector).items),
+            ]  # fmt: skip
+            if not found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.5)
+
+    def worker_names(self, experiment: BenchmarkExperiment) -> list[str]:
+        return [
+            f"{self.ref.statefulset(p.name)}-{i}"
+            for p in experiment.spec.workers
+            for i in range(p.replicas)
+        ]
+
+
+def small_experiment(**spec_changes) -> BenchmarkExperiment:
+    """Two simulated workers, one prefix point: a run of a few seconds."""
+    document = yaml.safe_load((ROOT / "examples" / "prefix-cache-service.yaml").read_text())
+    spec = document["spec"]
+    spec["workers"] = [{"name": "gpu", "replicas": 2, "simulation": {"profile": "qwen3-0.6b-24gb"}}]
+    spec["routing"] = [{"name": "service", "service": {}}]
+    spec["workload"]["sharedPrefix"]["prefixes"] = [2]
+    spec["load"].update(concurrency=[4], trials=1)
+    for key, value in spec_changes.items():
+        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    document["metadata"]["name"] = "contract"
+    return parse_experiment(document)
