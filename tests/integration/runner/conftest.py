@@ -2,6 +2,7 @@
 
 import asyncio
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +10,46 @@ import pytest
 import yaml
 
 from kvbench.api import BenchmarkExperiment, RunRecord, parse_experiment
-from kvbench.runner import ExperimentRunner, ResultsStore
+from kvbench.loadgen.results import LoadgenResult, read_result
+from kvbench.runner import DirectoryStore, ExperimentRunner, RunObserver
+from kvbench.runner.cluster.base import ChildNames
 from kvbench.runner.cluster.local.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 SERVICE = [{"name": "service", "service": {}}]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """An experiment run to the end on the local back end: its records, the results
+    directory that holds them (with every run's raw result document) and its work directory."""
+
+    experiment: BenchmarkExperiment
+    records: list[RunRecord]
+    store: DirectoryStore
+    work: Path
+
+    def point(self, arm: str, prefixes: int | None = None) -> RunRecord:
+        """The one run of `arm` (at `prefixes` prefixes, when given)."""
+        [record] = [
+            r
+            for r in self.records
+            if r.arm == arm and (prefixes is None or r.point.prefixes == prefixes)
+        ]
+        return record
+
+    def result(self, record: RunRecord) -> LoadgenResult:
+        """The load generator's result document of the run's recorded attempt."""
+        assert record.raw_results is not None, f"run {record.id} kept no result document"
+        return read_result(self.store.read_raw(record.raw_results))
+
+    def names(self, record: RunRecord) -> ChildNames:
+        """The children's names of the run's recorded attempt (its logs are named after them)."""
+        return ChildNames(
+            experiment=self.experiment.metadata.name, index=record.index, attempt=record.attempt
+        )
 
 
 def article_002(
@@ -37,14 +71,22 @@ def article_002(
     return parse_experiment(document)
 
 
-def run_experiment(experiment: BenchmarkExperiment, out: Path) -> list[RunRecord]:
-    store = ResultsStore(out)
-    runner = ExperimentRunner(experiment, LocalCluster(out / "work"), store)
-    return asyncio.run(runner.run())
+def run_experiment(
+    experiment: BenchmarkExperiment, out: Path, observer: RunObserver | None = None
+) -> Ran:
+    """Run every run of `experiment` into the results directory `out`; every run must be
+    recorded with figures (a failed one fails the caller with its reasons)."""
+    store = DirectoryStore(out)
+    work = out / "work"
+    runner = ExperimentRunner(experiment, LocalCluster(work), store, observer=observer)
+    result = asyncio.run(runner.run())
+    assert not result.failed, "\n\n".join(f"{r.id}: {r.error}" for r in result.failed)
+    assert len(result.records) == len(runner.plan.runs)
+    return Ran(experiment=experiment, records=result.records, store=store, work=work)
 
 
 @pytest.fixture(scope="session")
-def six_workers(tmp_path_factory) -> list[RunRecord]:
+def six_workers(tmp_path_factory) -> Ran:
     """The article's own points where exact counts matter: 2 prefixes (which pairs miss) and
     24 prefixes through the Service and with prefix affinity."""
     experiment = article_002("6w", [*SERVICE, {"name": "affinity", "prefixAffinity": {}}], [2, 24])
@@ -52,13 +94,13 @@ def six_workers(tmp_path_factory) -> list[RunRecord]:
 
 
 @pytest.fixture(scope="session")
-def three_workers(tmp_path_factory) -> list[RunRecord]:
+def three_workers(tmp_path_factory) -> Ran:
     experiment = article_002("3w", SERVICE, [2])
     return run_experiment(experiment, tmp_path_factory.mktemp("three-workers"))
 
 
 @pytest.fixture(scope="session")
-def capacity_points(tmp_path_factory) -> dict[str, list[RunRecord]]:
+def capacity_points(tmp_path_factory) -> dict[str, Ran]:
     """7, 12 and 24 prefixes on both layouts with 1,200 requests per point: one run's hit
     rate is then within about 1.5 points of its mean (with the article's 200-480 requests,
     single runs scatter by up to 8 points, which is why the article took medians of 3)."""
@@ -73,5 +115,5 @@ def capacity_points(tmp_path_factory) -> dict[str, list[RunRecord]]:
 
 @pytest.fixture(scope="session")
 def run_local():
-    """Run an experiment on the local back end into a directory; returns its records."""
+    """Run an experiment on the local back end into a directory (`run_experiment`)."""
     return run_experiment

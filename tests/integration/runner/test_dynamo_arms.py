@@ -5,14 +5,19 @@ two points of its mean: Dynamo's random router is not seeded)."""
 
 import copy
 import importlib.util
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kvbench.api import RunRecord, parse_experiment
+from kvbench.api import parse_experiment
+from kvbench.dynamo.metrics import WorkerCounters, scrape_worker
+from kvbench.plan import PlannedRun
+from kvbench.runner import RunStage, RunState
 
 ROOT = Path(__file__).resolve().parents[3]
+DYNAMO_ARMS = ("dynamo-random", "dynamo-kv")
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("dynamo") is None,
@@ -20,23 +25,48 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+class WorkerScrapes:
+    """A runner observer that reads every Dynamo worker's own counters (its `/metrics`) once
+    the run's load is collected, while the workers still run: the mockers' account of what
+    they served, independent of the frontend's attribution in the responses."""
+
+    def __init__(self) -> None:
+        self.by_arm: dict[str, dict[str, WorkerCounters]] = {}
+
+    def stage(self, run: PlannedRun, state: RunState) -> None:
+        if state.stage == RunStage.COLLECTING and run.arm in DYNAMO_ARMS:
+            self.by_arm[run.arm] = {w.name: scrape_worker(w.metrics_url) for w in state.workers}
+
+    def started(self, plan, done) -> None: ...
+
+    def recorded(self, run, record) -> None: ...
+
+    def attempt_failed(self, run, failure, retrying) -> None: ...
+
+    def status(self, status) -> None: ...
+
+
 @pytest.fixture(scope="module")
-def dynamo_runs(tmp_path_factory, run_local) -> dict[str, RunRecord]:
+def dynamo_runs(tmp_path_factory, run_local):
     document = yaml.safe_load((ROOT / "examples" / "prefix-cache-dynamo.yaml").read_text())
     document = copy.deepcopy(document)
     document["spec"]["workload"]["sharedPrefix"].update(prefixes=[16], requestsPerPrefix=40)
     document["spec"]["load"]["trials"] = 1
-    records = run_local(parse_experiment(document), tmp_path_factory.mktemp("dynamo"))
-    return {r.arm: r for r in records}
+    scrapes = WorkerScrapes()
+    ran = run_local(parse_experiment(document), tmp_path_factory.mktemp("dynamo"), scrapes)
+    return ran, scrapes
 
 
 def test_identical_sequences_and_no_errors(dynamo_runs) -> None:
-    assert {r.digest for r in dynamo_runs.values()} == {dynamo_runs["service"].digest}
-    assert all(r.summary.errors == 0 and r.summary.requests == 640 for r in dynamo_runs.values())
+    ran, _ = dynamo_runs
+    assert {r.digest for r in ran.records} == {ran.point("service").digest}
+    assert len(ran.records) == 3
+    assert all(r.summary.errors == 0 and r.summary.requests == 640 for r in ran.records)
 
 
 def test_kv_router_beats_random_on_hits_and_ttft(dynamo_runs) -> None:
-    kv, random = dynamo_runs["dynamo-kv"].summary, dynamo_runs["dynamo-random"].summary
+    ran, _ = dynamo_runs
+    kv, random = ran.point("dynamo-kv").summary, ran.point("dynamo-random").summary
     assert kv.request_hit_rate > random.request_hit_rate + 0.15
     assert kv.ttft_p50 < random.ttft_p50
 
@@ -44,27 +74,52 @@ def test_kv_router_beats_random_on_hits_and_ttft(dynamo_runs) -> None:
 def test_simulator_and_mocker_agree_under_random_routing(dynamo_runs) -> None:
     """Two independent implementations of vLLM's prefix cache, both behind random routing,
     on the same requests: their hit rates agree, and follow min(1, 3.95 / prefixes)."""
-    sim = dynamo_runs["service"].summary.request_hit_rate
-    mocker = dynamo_runs["dynamo-random"].summary.request_hit_rate
+    ran, _ = dynamo_runs
+    sim = ran.point("service").summary.request_hit_rate
+    mocker = ran.point("dynamo-random").summary.request_hit_rate
     assert sim == pytest.approx(mocker, abs=0.06)
     assert sim == pytest.approx(3.95 / 16, abs=0.06)
     assert mocker == pytest.approx(3.95 / 16, abs=0.06)
 
 
 def test_mockers_hold_what_the_simulated_workers_hold(dynamo_runs) -> None:
-    for record in dynamo_runs.values():
-        assert {p.kv_cache_tokens for p in record.pods} == {9360}
-        assert len(record.pods) == 4
+    """The simulated workers report their KV size (measured); a mocker reports none, so the
+    record keeps the size it was given, which must be the same 9,360 tokens."""
+    ran, _ = dynamo_runs
+    service = ran.point("service")
+    assert len(service.pods) == 4
+    assert {p.kv_cache_tokens for p in service.pods} == {9360}
+    for arm in DYNAMO_ARMS:
+        pods = ran.point(arm).pods
+        assert len(pods) == 4
+        assert {p.kv_cache_tokens for p in pods} == {None}
+        assert {p.configured_kv_cache_tokens for p in pods} == {9360}
 
 
-def test_per_worker_hits_from_the_frontends_attribution(dynamo_runs) -> None:
-    """Mockers export no prefix-cache counters: each worker's figures are the responses the
-    frontend attributed to it (nvext worker id), and together they account for every request."""
-    for arm in ("dynamo-random", "dynamo-kv"):
-        record = dynamo_runs[arm]
-        assert sum(p.requests for p in record.pods) == 640
-        assert all(p.prefix_cache_queries > 0 for p in record.pods)
-        hits = sum(p.prefix_cache_hits for p in record.pods)
-        queries = sum(p.prefix_cache_queries for p in record.pods)
-        assert record.summary.token_hit_rate == pytest.approx(hits / queries)
+def test_each_workers_own_count_matches_the_responses_attributed_to_it(dynamo_runs) -> None:
+    """Mockers export no prefix-cache counters, so each worker's figures in the record are the
+    responses the frontend attributed to it (nvext worker id). Checked against the mockers'
+    own request counters (dynamo_component_requests_total, labelled with the instance id,
+    read after the load): worker by worker, a mocker served exactly the requests (warm-up and
+    measured) whose responses name it, and the record's figures for that pod are the measured
+    responses naming that very worker."""
+    ran, scrapes = dynamo_runs
+    for arm in DYNAMO_ARMS:
+        record = ran.point(arm)
+        ok = [r for r in ran.result(record).records() if r.ok]
+        own = scrapes.by_arm[arm]
+        pods = {p.pod: p for p in record.pods}
+        assert set(pods) == set(own) and len(own) == 4
+        served = Counter(r.worker_id for r in ok)
+        assert set(served) == {c.instance_id for c in own.values()}, "a response named no worker"
+        for name, counters in own.items():
+            assert counters.instance_id is not None
+            assert counters.requests_total == served[counters.instance_id], f"{arm}, {name}"
+            mine = [r for r in ok if r.phase == "measured" and r.worker_id == counters.instance_id]
+            pod = pods[name]
+            assert pod.uid is not None and pod.uid.endswith(f"-{counters.instance_id}")
+            assert pod.requests == len(mine) > 0, f"{arm}, {name}"
+            assert pod.prefix_cache_queries == sum(r.prompt_tokens or 0 for r in mine)
+            assert pod.prefix_cache_hits == sum(r.cached_tokens or 0 for r in mine)
+        assert sum(p.requests for p in pods.values()) == 640
         assert record.summary.latency_clock == "scaled"

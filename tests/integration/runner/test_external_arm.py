@@ -54,10 +54,13 @@ def test_external_arm_gets_the_same_sequence(external_server, tmp_path: Path, ru
     ]
     spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     spec["load"].update(concurrency=[4], trials=1)
-    records = {r.arm: r for r in run_local(parse_experiment(document), tmp_path / "out")}
-    outside = records["outside"]
-    assert outside.digest == records["service"].digest
+    ran = run_local(parse_experiment(document), tmp_path / "out")
+    outside, service = ran.point("outside"), ran.point("service")
+    assert outside.digest == service.digest
     assert outside.summary.errors == 0 and outside.summary.requests == 200
     assert outside.pods == [] and outside.summary.token_hit_rate is None
     assert outside.summary.request_hit_rate == 1.0, "one server, both prefixes warmed"
-    assert len(records["service"].pods) == 2
+    assert len(service.pods) == 2
+    # every measured request went to the external front end, none to the experiment's workers
+    measured = [r for r in ran.result(outside).records() if r.phase == "measured"]
+    assert len(measured) == 200 and {r.endpoint for r in measured} == {external_server}

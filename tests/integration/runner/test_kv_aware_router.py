@@ -6,7 +6,6 @@ kv_aware and through cache_aware. kv_aware must send a prefix back to the worker
 it, which the Service's random choice cannot.
 """
 
-import asyncio
 import copy
 import re
 from pathlib import Path
@@ -14,9 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvbench.api import RunRecord, parse_experiment
-from kvbench.runner import ExperimentRunner, ResultsStore
-from kvbench.runner.cluster.local.cluster import LocalCluster
+from kvbench.api import parse_experiment
 
 ROOT = Path(__file__).resolve().parents[3]
 ARMS = [
@@ -27,7 +24,7 @@ ARMS = [
 
 
 @pytest.fixture(scope="module")
-def kv_aware_run(tmp_path_factory) -> tuple[list[RunRecord], Path]:
+def kv_aware_run(tmp_path_factory, run_local):
     name = "prefix-cache-service-3-workers.yaml"
     document = copy.deepcopy(yaml.safe_load((ROOT / "examples" / name).read_text()))
     spec = document["spec"]
@@ -35,28 +32,24 @@ def kv_aware_run(tmp_path_factory) -> tuple[list[RunRecord], Path]:
     spec["workload"]["promptFormat"] = "text"
     spec["workload"]["sharedPrefix"]["prefixes"] = [12]
     spec["load"].update(concurrency=[8], trials=1)
-    out = tmp_path_factory.mktemp("kv-aware")
-    runner = ExperimentRunner(
-        parse_experiment(document), LocalCluster(out / "work"), ResultsStore(out)
-    )
-    return asyncio.run(runner.run()), out / "work" / "logs" / "router-kv-aware.log"
+    return run_local(parse_experiment(document), tmp_path_factory.mktemp("kv-aware"))
 
 
-def _hit_rate(records: list[RunRecord], arm: str) -> float:
-    [record] = [r for r in records if r.arm == arm]
+def _hit_rate(ran, arm: str) -> float:
+    record = ran.point(arm)
     assert record.summary.errors == 0
     return record.summary.request_hit_rate
 
 
 def test_kv_aware_sends_prefixes_to_the_worker_that_holds_them(kv_aware_run) -> None:
-    records, _log = kv_aware_run
-    service, kv_aware = _hit_rate(records, "service"), _hit_rate(records, "kv-aware")
+    service, kv_aware = _hit_rate(kv_aware_run, "service"), _hit_rate(kv_aware_run, "kv-aware")
     assert service < 0.45  # the capacity model's min(1, 3.95 / 12), give or take
     assert kv_aware > service + 0.2, f"kv_aware {kv_aware:.3f} vs service {service:.3f}"
 
 
 def test_router_received_kv_events_and_credited_cached_prefixes(kv_aware_run) -> None:
-    _records, log = kv_aware_run
+    names = kv_aware_run.names(kv_aware_run.point("kv-aware"))
+    log = kv_aware_run.work / "logs" / f"{names.arm}.log"
     text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
     assert "kv_index live sequence advanced" in text
     assert "decode batch" not in text  # no KV event batch was rejected
