@@ -176,6 +176,7 @@ def small_experiment(**spec_changes) -> BenchmarkExperiment:
     spec["routing"] = [{"name": "service", "service": {}}]
     spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     spec["load"].update(concurrency=[4], trials=1)
+    spec.pop("loadGenerator")  # the default: off GPU nodes
     for key, value in spec_changes.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
     document["metadata"]["name"] = "contract"

@@ -49,7 +49,7 @@ def test_a_start_cancelled_midway_leaves_nothing_after_teardown(backend: Backend
 
 def test_workers_never_ready_fail_with_the_pod_and_why(backend: Backend) -> None:
     experiment = small_experiment(
-        engine={"extraArgs": ["--load-seconds", "30"]}, timeouts={"workersReady": "2s"}
+        engine={"extraArgs": ["--load-seconds", "60"]}, timeouts={"workersReady": "8s"}
     )
     spec = experiment.spec
 

@@ -18,7 +18,10 @@ def set_condition(
     generation: int | None = None,
     now: datetime | None = None,
 ) -> list[Condition]:
-    """`conditions` with `type_` set (True/False; None means Unknown), in their order."""
+    """`conditions` with `type_` set (True/False; None means Unknown), in their order.
+
+    An empty message becomes the reason: Kubernetes 1.20 stores an empty string in a list-map
+    item as null and then refuses it as not a string."""
     text = "Unknown" if status is None else str(bool(status))
     now = now or datetime.now(UTC)
     previous = condition(conditions, type_)
@@ -27,7 +30,7 @@ def set_condition(
         type=str(type_),
         status=text,
         reason=reason,
-        message=message,
+        message=message or reason,
         last_transition_time=now if changed else previous.last_transition_time,
         observed_generation=generation,
     )

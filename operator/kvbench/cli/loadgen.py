@@ -1,5 +1,9 @@
 """`kvbench loadgen --config RUN.json --out RESULT.json[.gz]`: the program a run's Job executes.
 
+`--out-configmaps NS/NAME0,NAME1,...` (instead of or beside `--out`) writes the result into
+the attempt's ConfigMaps (`kvbench.kube.results`) with the pod's service account (the
+kubeconfig outside a pod), so it is kept the moment the load ends, whatever the operator does.
+
 A progress bar on a terminal; in a Job (no TTY) a few log lines only. Request errors are
 data in the result, not a failure of the command: it exits non-zero only when the config is
 invalid or the run could not be carried out at all.
@@ -15,6 +19,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kvbench.kube.results import in_cluster_api, write_result
 from kvbench.loadgen.config import ConfigError, load_config
 from kvbench.loadgen.measure import ProgressCallback, run_sync
 from kvbench.loadgen.results import LoadgenResult
@@ -43,6 +48,18 @@ def _bar(console: Console) -> tuple[AbstractContextManager[Any], ProgressCallbac
     return bar, update
 
 
+def _configmaps(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[str, list[str]] | None:
+    if value is None:
+        return None
+    namespace, _, names = value.partition("/")
+    listed = [name for name in names.split(",") if name]
+    if not namespace or not listed:
+        raise click.BadParameter("expected NAMESPACE/NAME0,NAME1,...", ctx, param)
+    return namespace, listed
+
+
 def _log_phases() -> ProgressCallback:
     def update(phase: str, done: int, total: int) -> None:
         if done == total:
@@ -61,13 +78,23 @@ def _log_phases() -> ProgressCallback:
 )
 @click.option(
     "--out",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="Result file: gzip when the name ends in .gz, plain JSON otherwise.",
 )
+@click.option(
+    "--out-configmaps",
+    "configmaps",
+    metavar="NS/NAME0,NAME1,...",
+    callback=_configmaps,
+    help="Also (or instead) write the result into these ConfigMaps, created beforehand.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar and no log lines.")
-def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
+def loadgen(
+    config_path: Path, out: Path | None, configmaps: tuple[str, list[str]] | None, quiet: bool
+) -> None:
     """Send one run's load and write its result document."""
+    if out is None and configmaps is None:
+        raise click.UsageError("give --out, --out-configmaps or both")
     try:
         config = load_config(config_path)
     except ConfigError as err:
@@ -84,14 +111,21 @@ def loadgen(config_path: Path, out: Path, quiet: bool) -> None:
     log.info("run %s: %s, seed %d", config.run_id, config.point.key, config.seed)
     with bar:
         result = run_sync(config, update)
-    result.save(out)
+    kept = []
+    if out is not None:
+        result.save(out)
+        kept.append(str(out))
+    if configmaps is not None:
+        namespace, names = configmaps
+        write_result(in_cluster_api(), namespace, names, result.encode())
+        kept.append(f"ConfigMaps {namespace}/{','.join(names)}")
     message = outcome_line(result)
     for warning in result.warnings:
         log.warning("%s", warning)
     if interactive:
         console.print(message)
     else:
-        log.info("%s -> %s", message, out)
+        log.info("%s -> %s", message, " and ".join(kept))
 
 
 def outcome_line(result: LoadgenResult) -> str:

@@ -52,6 +52,8 @@ def operator(
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonLines())
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    for chatty in ("aiohttp.access", "httpx"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     if kubeconfig:
         kubernetes.config.load_kube_config(kubeconfig)
     else:

@@ -79,7 +79,7 @@ def run(file: Path, out: Path | None) -> None:
     finally:
         progress.stop()
     console.print(f"results: {out}")
-    write_report(store, console)
+    write_report(store, console, out)
     if result.failed:
         lines = [
             f"  {r.id}: {r.error_reason}: {(r.error or '').splitlines()[0]}" for r in result.failed

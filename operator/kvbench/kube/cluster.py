@@ -9,6 +9,7 @@ after an operator restart: nothing the runner relies on lives only in this proce
 """
 
 import asyncio
+import threading
 import time
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,7 @@ from kvbench.runner.cluster.base import (
 from kvbench.runner.cluster.local.workers import kv_cache_tokens
 from kvbench.runner.failures import (
     ApiUnavailable,
+    Forbidden,
     ImagePullFailed,
     LoadFailed,
     RunTimeout,
@@ -52,6 +54,9 @@ from kvbench.runner.failures import (
 
 __all__ = ["KubernetesCluster", "kube_problems"]
 
+_WATCH_SLICE = 5
+"""Seconds a watch runs before it is renewed: bounds how long a cancelled wait's thread
+lives on."""
 _PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 
 
@@ -124,6 +129,10 @@ class KubernetesCluster(Cluster):
         except ApiException as err:
             if err.status >= 500 or err.status == 429:
                 raise ApiUnavailable(f"API server answered {err.status}: {err.reason}") from err
+            if err.status in (401, 403):
+                raise Forbidden(
+                    f"API server refused {getattr(fn, '__name__', fn)}: {err.body}"
+                ) from err
             raise
         except (ConnectionError, OSError) as err:
             raise ApiUnavailable(f"API server unreachable: {err}") from err
@@ -201,11 +210,13 @@ class KubernetesCluster(Cluster):
                 for name in expected
             )
 
+        stop = threading.Event()
+
         def watch() -> None:
             listed = self.core.list_namespaced_pod(self.exp.namespace, label_selector=selector)
             current.update({p.metadata.name: p for p in listed.items})
             version = listed.metadata.resource_version
-            while not fresh_ready():
+            while not fresh_ready() and not stop.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
@@ -214,7 +225,7 @@ class KubernetesCluster(Cluster):
                     self.exp.namespace,
                     label_selector=selector,
                     resource_version=version,
-                    timeout_seconds=max(1, int(remaining)),
+                    timeout_seconds=max(1, int(min(remaining, _WATCH_SLICE))),
                 )
                 for event in stream:
                     pod = event["object"]
@@ -227,10 +238,14 @@ class KubernetesCluster(Cluster):
                             current.pop(pod.metadata.name)
                     else:
                         current[pod.metadata.name] = pod
-                    if fresh_ready() or time.monotonic() >= deadline:
+                    if fresh_ready() or time.monotonic() >= deadline or stop.is_set():
                         return
 
-        await self._call(watch)
+        try:
+            await self._call(watch)
+        except asyncio.CancelledError:
+            stop.set()  # the thread ends within one watch slice
+            raise
         if fresh_ready():
             return current
         reasons: dict[str, str] = {}
@@ -388,21 +403,15 @@ class KubernetesCluster(Cluster):
         return UrlEndpoint(arm=arm.name, url=url)
 
     async def _wait_endpoints(self, service: str, urls: set[str], port: int) -> None:
-        """Until the Service's endpoints are exactly these workers (the Service is the
-        system under test: a load sent before it knows every pod would skew the first
+        """Until the Service's ready endpoints are exactly these workers (the Service is
+        the system under test: a load sent before it knows every pod would skew the first
         requests)."""
         wanted = {u.split("//")[1].split(":")[0] for u in urls}
         deadline = time.monotonic() + 60
         while True:
-            try:
-                endpoints = await self._call(
-                    self.core.read_namespaced_endpoints, service, self.exp.namespace
-                )
-                ready = {a.ip for s in endpoints.subsets or [] for a in s.addresses or []}
-            except ApiException as err:
-                if err.status != 404:
-                    raise
-                ready = set()
+            ready = await self._call(
+                self.objects.endpoint_slice_addresses, self.exp.namespace, service
+            )
             if ready == wanted:
                 return
             if time.monotonic() > deadline:
@@ -516,7 +525,7 @@ class KubernetesCluster(Cluster):
                 self.objects.batch.list_namespaced_job,
                 self.exp.namespace,
                 label_selector=selector,
-                timeout_seconds=max(1, int(min(remaining, 30))),
+                timeout_seconds=max(1, int(min(remaining, _WATCH_SLICE))),
             )
             for event in stream:
                 job = event["object"]

@@ -191,7 +191,7 @@ def _engine_container(
         "args": engine_args(spec, engine, pool),
         "env": _env(engine),
         "ports": [{"name": "http", "containerPort": engine.port}],
-        "startupProbe": {**probe, "failureThreshold": max(1, ready_seconds // 2)},
+        "startupProbe": {**probe, "failureThreshold": ready_seconds // 2 + 5},
         "readinessProbe": {**probe, "failureThreshold": 3},
         "resources": _resources(pool.resources),
         "securityContext": _SECURE,

@@ -5,6 +5,7 @@ idempotent (an existing object is patched to the wanted form), so a resumed runn
 repeats a step never makes a second object.
 """
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -70,10 +71,38 @@ class KubeObjects:
         _, _, delete, _ = self._calls(kind)
         body = kubernetes.client.V1DeleteOptions(propagation_policy="Background")
         try:
-            delete(name, namespace, body=body)
+            delete(name, namespace, body=body, _preload_content=False)
         except ApiException as err:
             if err.status != 404:
                 raise
+
+    def endpoint_slice_addresses(self, namespace: str, service: str) -> set[str]:
+        """Ready addresses of a Service, from its EndpointSlices (what kube-proxy reads;
+        `discovery.k8s.io/v1` since Kubernetes 1.21, `v1beta1` before)."""
+        for version in ("v1", "v1beta1"):
+            path = f"/apis/discovery.k8s.io/{version}/namespaces/{namespace}/endpointslices"
+            method, url, headers, body, _ = self.core.api_client.param_serialize(
+                "GET",
+                path,
+                query_params=[("labelSelector", f"kubernetes.io/service-name={service}")],
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response = self.core.api_client.call_api(method, url, headers, body)
+            response.read()
+            if response.status == 404:
+                continue
+            if response.status >= 400:
+                raise ApiException(status=response.status, reason=response.reason)
+            slices = json.loads(response.data)["items"]
+            return {
+                address
+                for endpoint_slice in slices
+                for endpoint in endpoint_slice.get("endpoints") or []
+                if (endpoint.get("conditions") or {}).get("ready") is not False
+                for address in endpoint.get("addresses") or []
+            }
+        return set()
 
     def names(self, kind: str, namespace: str, labels: dict[str, str]) -> list[str]:
         _, _, _, list_ = self._calls(kind)

@@ -32,7 +32,7 @@ from kvbench.kube.manifests import ExperimentRef
 from kvbench.kube.store import ConfigMapStore
 from kvbench.operator.status import ResourceStatus
 from kvbench.runner import ExperimentRunner, StoreMismatch
-from kvbench.runner.failures import SpecNotRunnable
+from kvbench.runner.failures import Forbidden, SpecNotRunnable
 
 __all__ = ["IMAGE_ENV", "ExperimentController", "project_image"]
 
@@ -113,8 +113,8 @@ class ExperimentController:
         stop.cancel()
         try:
             task.result()
-        except SpecNotRunnable as err:
-            await asyncio.to_thread(status.fail, "SpecNotRunnable", str(err))
+        except (SpecNotRunnable, Forbidden) as err:
+            await asyncio.to_thread(status.fail, err.reason, str(err))
         except StoreMismatch as err:
             await asyncio.to_thread(status.fail, "ResultsMismatch", str(err))
 

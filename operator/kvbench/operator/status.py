@@ -92,7 +92,10 @@ class ResourceStatus:
                 GROUP, VERSION, self.namespace, PLURAL, self.name, {"status": status}
             )
         except ApiException as err:
-            log.warning("status of %s/%s not written: %s", self.namespace, self.name, err.reason)
+            log.warning(
+                "status of %s/%s not written: %s %s",
+                self.namespace, self.name, err.reason, (err.body or "")[:600],
+            )  # fmt: skip
 
     def set_condition(
         self, type_: ConditionType, status: bool | None, reason: str, message: str
@@ -195,6 +198,9 @@ class ResourceStatus:
     def status(self, status: ExperimentStatus) -> None:
         self.conditions = conditions_for(status, self.conditions, self.generation)
         document = status.to_k8s()
+        for cleared in ("current", "lastRun", "message", "finishedAt"):
+            document.setdefault(cleared, None)  # null removes it in a merge patch
+        document["progress"].setdefault("currentRun", None)
         document["conditions"] = [c.to_k8s() for c in self.conditions]
         document["observedGeneration"] = self.generation
         self.patch(document)

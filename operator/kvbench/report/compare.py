@@ -1,41 +1,31 @@
 """Two experiments, or two arms of one, side by side on the points they share."""
 
-from pathlib import Path
-
 from pydantic import BaseModel
 from rich.table import Table
 
 from kvbench.api import AggregatePoint
 from kvbench.report.formats import milliseconds as _ms
 from kvbench.report.formats import percent as _pct
-from kvbench.runner import DirectoryStore, StoreMismatch
+from kvbench.runner import RunStore
 
-__all__ = ["Side", "compare_table", "parse_side"]
+__all__ = ["Side", "compare_table", "side_of"]
 
 
 class Side(BaseModel):
-    """One side of a comparison: a results directory, optionally one arm of it."""
+    """One side of a comparison: an experiment's results, optionally one arm of them."""
 
     label: str
     points: list[AggregatePoint]
 
 
-def parse_side(text: str) -> Side:
-    """`DIR` (every arm) or `DIR@ARM` (one arm) into its aggregate points."""
-    directory, _, arm = text.partition("@")
-    store = DirectoryStore(Path(directory))
-    if not store.is_results_directory():
-        raise ValueError(f"{directory}: not a kvbench results directory (no experiment.yaml)")
-    try:
-        store.load()
-    except StoreMismatch as err:
-        raise ValueError(str(err)) from None
+def side_of(label: str, store: RunStore, arm: str | None) -> Side:
+    """One side from a store's aggregate, every arm or only `arm`."""
     points = store.aggregate()
     if arm:
         points = [p for p in points if p.arm == arm]
         if not points:
-            raise ValueError(f"{directory}: no finished runs of arm {arm!r}")
-    return Side(label=text, points=points)
+            raise ValueError(f"{label}: no finished runs of arm {arm!r}")
+    return Side(label=label, points=points)
 
 
 def _key(p: AggregatePoint, with_arm: bool) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ cannot run) ends the experiment at once.
 
 __all__ = [
     "ApiUnavailable",
+    "Forbidden",
     "ImagePullFailed",
     "LoadFailed",
     "RunFailure",
@@ -85,3 +86,10 @@ class ApiUnavailable(RunFailure):
     """The cluster's API could not be reached or refused the call."""
 
     reason = "ApiUnavailable"
+
+
+class Forbidden(RunFailure):
+    """The API server refused the back end a call (its RBAC lacks it): no retry helps."""
+
+    reason = "Forbidden"
+    permanent = True

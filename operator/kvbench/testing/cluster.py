@@ -12,6 +12,7 @@ starting it failed; the error then carries the logs of whatever failed.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,9 @@ __all__ = ["TestCluster"]
 _READY_TIMEOUT = 60.0
 
 
+_WORK_ROOT = Path(os.environ.get("KVBENCH_TESTCLUSTER_ROOT", "/var/lib/kvbench/testclusters"))
+
+
 class TestCluster:
     """Start with `start()` (or `with`), stop with `stop()`; see `kubeconfig` and `access`."""
 
@@ -43,7 +47,10 @@ class TestCluster:
     def __init__(self, nodes: Sequence[NodeSpec] = DEFAULT_NODES, keep_workdir: bool = False):
         self.node_specs = list(nodes)
         self.keep_workdir = keep_workdir
-        self.workdir = Path(tempfile.mkdtemp(prefix="kvbench-testcluster-"))
+        # Not under /tmp: pods commonly mount an emptyDir at /tmp, which would hide the
+        # cluster's own files from their later mounts (/etc/hosts, the token).
+        _WORK_ROOT.mkdir(parents=True, exist_ok=True)
+        self.workdir = Path(tempfile.mkdtemp(prefix="kvbench-testcluster-", dir=_WORK_ROOT))
         self.binaries: Binaries | None = None
         self.control_plane: ControlPlane | None = None
         self.agents: list[ManagedProcess] = []

@@ -41,3 +41,8 @@ def test_parsing_a_stored_condition_keeps_its_time() -> None:
     assert without.last_transition_time is None, "parsing never invents a time"
     status = ExperimentStatus.model_validate({"conditions": [stored]})
     assert status.to_k8s()["conditions"][0]["lastTransitionTime"] == "2026-12-01T10:00:00Z"
+
+
+def test_an_empty_message_is_never_written() -> None:
+    conditions = set_condition([], ConditionType.READY, False, "Running", "", now=T0)
+    assert conditions[0].message == "Running"

@@ -13,6 +13,7 @@ from kvbench import __version__
 from kvbench.api.crd import crd_yaml
 from kvbench.kube.chart import CHART_DIR, lint_chart, lint_manifests, render_chart
 from kvbench.kube.validation import schema_versions
+from kvbench.operator.experiments import IMAGE_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 RECENT = [v for v in schema_versions() if tuple(map(int, v.split("."))) >= (1, 30)]
@@ -33,21 +34,25 @@ WORKLOADS = {
     ("kvbench.io", "benchmarkexperiments"): {"get", "list", "watch", "patch", "update"},
     ("kvbench.io", "benchmarkexperiments/status"): {"get", "patch", "update"},
     ("kvbench.io", "benchmarkexperiments/finalizers"): {"update"},
-    ("", "pods"): {"get", "list", "watch", "delete"},
+    ("", "pods"): {"get", "list", "watch", "delete", "deletecollection"},
     ("", "pods/log"): {"get"},
+    ("discovery.k8s.io", "endpointslices"): {"list"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},
-    ("", "serviceaccounts"): {"get", "list", "create", "delete"},
-    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "create", "delete"},
-    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "create", "delete"},
+    ("", "serviceaccounts"): {"get", "list", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "create", "patch", "delete"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
-CRDS = {("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"}}
-NAMESPACES = {("", "namespaces"): {"get", "list", "watch"}}
+CLUSTER_READS = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("", "nodes"): {"get"},
+}
+NAMESPACES = {("", "namespaces"): {"list", "watch"}}  # kopf's scan, given namespaces
 
 
 def _scoped(scope: str, rules: dict[tuple[str, str], set[str]]) -> dict[tuple, set[str]]:
@@ -55,9 +60,13 @@ def _scoped(scope: str, rules: dict[tuple[str, str], set[str]]) -> dict[tuple, s
 
 
 EXPECTED_PERMISSIONS = {
-    "default": _scoped(NAMESPACE, WORKLOADS) | _scoped(CLUSTER, CRDS),
-    "namespaces": _scoped("a", WORKLOADS) | _scoped("b", WORKLOADS) | _scoped(CLUSTER, CRDS),
-    "all-namespaces": _scoped(CLUSTER, WORKLOADS | CRDS | NAMESPACES),
+    "default": _scoped(NAMESPACE, WORKLOADS) | _scoped(CLUSTER, CLUSTER_READS | NAMESPACES),
+    "namespaces": (
+        _scoped("a", WORKLOADS)
+        | _scoped("b", WORKLOADS)
+        | _scoped(CLUSTER, CLUSTER_READS | NAMESPACES)
+    ),
+    "all-namespaces": _scoped(CLUSTER, WORKLOADS | CLUSTER_READS),
 }
 EXPECTED_ARGS = {
     "default": ["--namespace", NAMESPACE],
@@ -115,15 +124,17 @@ def test_no_rule_uses_a_wildcard(rendered, mode: str) -> None:
                 assert "*" not in rule[field], f"{role['metadata']['name']}: {rule}"
 
 
-def test_only_all_namespaces_gets_a_cluster_role_beyond_crd_reads(rendered) -> None:
+def test_only_all_namespaces_gets_a_cluster_role_beyond_cluster_reads(rendered) -> None:
     for mode in ("default", "namespaces"):
         cluster_roles = [m for m in rendered[mode] if m["kind"] == "ClusterRole"]
         assert [rule for role in cluster_roles for rule in role["rules"]] == [
             {
                 "apiGroups": ["apiextensions.k8s.io"],
                 "resources": ["customresourcedefinitions"],
-                "verbs": ["get", "list", "watch"],
-            }
+                "verbs": ["list", "watch"],
+            },
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         ]
     roles = [m["metadata"]["namespace"] for m in rendered["namespaces"] if m["kind"] == "Role"]
     assert roles == ["a", "b"]
@@ -152,6 +163,9 @@ def test_watching_all_and_listed_namespaces_at_once_is_refused() -> None:
 def test_a_misspelled_value_is_refused() -> None:
     with pytest.raises(helm_python.HelmValuesError, match="allNamespace"):
         render_chart({"watch": {"allNamespace": True}})
+    problems = lint_chart({"watch": {"allNamespace": True}})
+    assert problems and all(p.startswith("helm lint: ") for p in problems)
+    assert "additional properties 'allNamespace' not allowed" in problems[0]
 
 
 def test_the_deployment_runs_the_operator_image_locked_down(rendered) -> None:
@@ -161,6 +175,7 @@ def test_the_deployment_runs_the_operator_image_locked_down(rendered) -> None:
     chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
     assert chart["appVersion"] == __version__, "the image tag follows the package version"
     assert container["image"] == f"ghcr.io/kvbench/kvbench:{__version__}"
+    assert container["env"] == [{"name": IMAGE_ENV, "value": container["image"]}]
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert pod["serviceAccountName"] == ACCOUNT["name"]
@@ -188,7 +203,17 @@ def test_image_and_resources_come_from_values() -> None:
     deployment = _one(render_chart(values | {"resources": resources}), "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example/kvbench:dev"
+    assert container["env"] == [{"name": IMAGE_ENV, "value": "registry.example/kvbench:dev"}]
     assert container["resources"] == resources
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_objects_come_in_install_order(rendered, mode: str) -> None:
+    """The CRD first, the account and its roles before the Deployment whose pods use them."""
+    kinds = [m["kind"] for m in rendered[mode]]
+    assert kinds[0] == "CustomResourceDefinition"
+    assert kinds[-1] == "Deployment"
+    assert kinds.index("ServiceAccount") < min(i for i, k in enumerate(kinds) if "Role" in k)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -125,8 +125,8 @@ class LocalCluster(Cluster):
     @staticmethod
     def _seed(seed: int, names: ChildNames, worker: str) -> int:
         """Each start of each worker gets its own seed (capacity jitter differs per start),
-        the same when an interrupted experiment starts that run again."""
-        text = f"{seed}/{names.prefix}/{worker}".encode()
+        from the spec's seed and the run, never from the experiment's name."""
+        text = f"{seed}/r{names.index}-a{names.attempt}/{worker}".encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
     async def reset_caches(self, workers: list[WorkerInfo]) -> None:
@@ -157,7 +157,7 @@ class LocalCluster(Cluster):
             names,
             self.work_dir / "logs",
             spec.timeouts.workers_ready_seconds,
-            f"{spec.load.seed}/{arm.name}/{names.prefix}",
+            f"{spec.load.seed}/{arm.name}/r{names.index}",
         )
 
     async def close_arm(self) -> None:
