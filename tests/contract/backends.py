@@ -121,6 +121,9 @@ class KubeBackend(Backend):
         )
 
     async def kill_load(self, names: ChildNames) -> None:
+        """Delete the Job's running pod: the Job makes a new one, which must refuse to
+        measure again on workers the first one already loaded."""
+
         def kill() -> None:
             deadline = time.monotonic() + 60
             while True:
@@ -129,6 +132,7 @@ class KubeBackend(Backend):
                 ).items
                 running = [p for p in pods if p.status.phase == "Running"]
                 if running:
+                    time.sleep(2)  # past the claim, into the warm-up
                     self.core.delete_namespaced_pod(
                         running[0].metadata.name, self.namespace, grace_period_seconds=0
                     )

@@ -10,6 +10,8 @@ invalid or the run could not be carried out at all.
 """
 
 import logging
+import os
+import socket
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -19,7 +21,12 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kvbench.kube.results import in_cluster_api, write_result
+from kvbench.kube.results import (
+    ResultConfigMapError,
+    claim_attempt,
+    in_cluster_api,
+    write_result,
+)
 from kvbench.loadgen.config import ConfigError, load_config
 from kvbench.loadgen.measure import ProgressCallback, run_sync
 from kvbench.loadgen.results import LoadgenResult
@@ -109,6 +116,13 @@ def loadgen(
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per scrape otherwise
     bar, update = _bar(console) if interactive else (nullcontext(), _log_phases())
     log.info("run %s: %s, seed %d", config.run_id, config.point.key, config.seed)
+    if configmaps is not None:
+        namespace, names = configmaps
+        claimant = os.environ.get("POD_UID") or socket.gethostname()
+        try:
+            claim_attempt(in_cluster_api(), namespace, names, claimant)
+        except ResultConfigMapError as err:
+            raise click.ClickException(str(err)) from None
     with bar:
         result = run_sync(config, update)
     kept = []

@@ -149,6 +149,13 @@ class KubernetesCluster(Cluster):
                 ("Job", "Deployment", "Service", "ConfigMap", "RoleBinding", "Role"),
                 spare,
             )
+        if keep is None:
+            await self._call(
+                self.objects.delete_labelled,
+                self.exp.namespace,
+                self.exp.selector("worker"),
+                ("StatefulSet",),
+            )
 
     # workers
 

@@ -468,6 +468,12 @@ def load_job(
                             "image": placement.image or exp.image,
                             "command": ["kvbench", "loadgen"],
                             "args": ["--config", "/config/run.json", "--out-configmaps", out],
+                            "env": [
+                                {
+                                    "name": "POD_UID",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}},
+                                }
+                            ],
                             "resources": _resources(placement.resources),
                             "securityContext": _SECURE,
                             "volumeMounts": [{"name": "config", "mountPath": "/config"}],

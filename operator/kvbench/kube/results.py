@@ -35,9 +35,11 @@ from kubernetes.client.exceptions import ApiException
 
 __all__ = [
     "CHUNK_BYTES",
+    "CLAIM",
     "CONFIGMAP_BUDGET",
     "PART_KEY",
     "ResultConfigMapError",
+    "claim_attempt",
     "ensure_result_configmaps",
     "in_cluster_api",
     "read_result_document",
@@ -109,6 +111,41 @@ def ensure_result_configmaps(
                 f"creating ConfigMap {namespace}/{name}",
                 conflicts=False,
             )
+        except ApiException as err:
+            if err.status != 409:
+                raise
+
+
+CLAIM = "kvbench.io/claimed-by"
+
+
+def claim_attempt(api: CoreV1Api, namespace: str, names: list[str], claimant: str) -> None:
+    """Mark the attempt's results as this pod's before it sends anything. A second pod of
+    the same Job (the first was lost mid-run) finds another's claim and must not measure
+    again: the workers already served part of a load, so its window would not be fresh."""
+    while True:
+        found = with_retries(
+            functools.partial(api.read_namespaced_config_map, names[0], namespace),
+            f"reading {namespace}/{names[0]}",
+        )
+        holder = (found.metadata.annotations or {}).get(CLAIM)
+        if holder == claimant:
+            return
+        if holder is not None:
+            raise ResultConfigMapError(
+                f"{namespace}/{names[0]} is claimed by load generator pod {holder}: this "
+                "attempt's load already ran on these workers, a second one would not measure "
+                "fresh servers"
+            )
+        body = {
+            "metadata": {
+                "annotations": {CLAIM: claimant},
+                "resourceVersion": found.metadata.resource_version,
+            }
+        }
+        try:
+            api.patch_namespaced_config_map(names[0], namespace, body)
+            return
         except ApiException as err:
             if err.status != 409:
                 raise

@@ -114,7 +114,7 @@ class ExperimentRunner:
         problems = self.cluster.problems(self.spec)
         if problems:
             raise SpecNotRunnable(problems)
-        self.store.open(self.experiment)
+        await asyncio.to_thread(self.store.open, self.experiment)
         self.started_at = _now()
         states = self.store.states()
         done = sum(1 for s in states.values() if s.stage.finished)
@@ -138,7 +138,7 @@ class ExperimentRunner:
             await self.cluster.teardown(self.spec.cleanup)
             raise
         await self.cluster.teardown(self.spec.cleanup)
-        self._publish(finished=True)
+        await asyncio.to_thread(self._publish, True)
         return ExperimentResult(self.store.records())
 
     def _new_state(self, run: PlannedRun) -> RunState:
@@ -154,12 +154,18 @@ class ExperimentRunner:
                 return state.names
         return None
 
-    def _save(self, run: PlannedRun, state: RunState) -> RunState:
-        self.store.save_state(state)
+    async def _save(self, run: PlannedRun, state: RunState) -> RunState:
+        """Persist the state, then tell the observer; in a thread, since a store or an
+        observer may be an API server (it must not stall other experiments' event loop)."""
+
+        def write() -> None:
+            self.store.save_state(state)
+            if self.observer:
+                self.observer.stage(run, state)
+            self._publish()
+
         self._current = state
-        if self.observer:
-            self.observer.stage(run, state)
-        self._publish()
+        await asyncio.to_thread(write)
         return state
 
     async def _hold(self, state: RunState) -> None:
@@ -204,7 +210,7 @@ class ExperimentRunner:
         if self.observer:
             self.observer.attempt_failed(run, reason, retrying)
         if retrying:
-            return self._save(run, state.next_attempt(reason))
+            return await self._save(run, state.next_attempt(reason))
         failures = [*state.failures, reason]
         record = RunRecord(
             id=run.id,
@@ -220,8 +226,8 @@ class ExperimentRunner:
             error=f"{len(failures)} attempt(s) failed; last: {failure}",
             error_reason=failure.reason,
         )
-        self.store.save_run(record)
-        return self._save(
+        await asyncio.to_thread(self.store.save_run, record)
+        return await self._save(
             run, state.model_copy(update={"stage": RunStage.FAILED, "failures": failures})
         )
 
@@ -252,7 +258,7 @@ class ExperimentRunner:
     async def _prepare(self, run: PlannedRun, state: RunState) -> RunState:
         """Workers, arm and the load generator's start, each announced before it happens."""
         arm = self._arm(run)
-        state = self._save(run, state.model_copy(update={"stage": RunStage.WORKERS_STARTING}))
+        state = await self._save(run, state.model_copy(update={"stage": RunStage.WORKERS_STARTING}))
         await self._hold(state)
         key = self._worker_key(run, arm)
         if self.spec.freshness == "restart" or key != self._workers_for or not self._workers:
@@ -264,7 +270,7 @@ class ExperimentRunner:
             self._workers_for = key
         elif self.spec.freshness == "reset-cache":
             await self.cluster.reset_caches(self._workers)
-        state = self._save(
+        state = await self._save(
             run,
             state.model_copy(update={"stage": RunStage.WORKERS_READY, "workers": self._workers}),
         )
@@ -272,17 +278,17 @@ class ExperimentRunner:
         if self._endpoint is None or self._endpoint.arm != arm.name:
             await self.cluster.close_arm()
             self._endpoint = await self.cluster.open_arm(self.spec, arm, self._workers, state.names)
-        state = self._save(
+        state = await self._save(
             run, state.model_copy(update={"stage": RunStage.ARM_OPEN, "endpoint": self._endpoint})
         )
         await self._hold(state)
         config = build_run_config(
             self.spec, run, self._endpoint, self._workers, self.cluster.uses_simulator(self.spec)
         )
-        state = self._save(run, state.model_copy(update={"stage": RunStage.LOAD_RUNNING}))
+        state = await self._save(run, state.model_copy(update={"stage": RunStage.LOAD_RUNNING}))
         await self._hold(state)
         await self.cluster.start_load(self.spec, config, state.names)
-        state = self._save(run, state.model_copy(update={"load_started_at": _now()}))
+        state = await self._save(run, state.model_copy(update={"load_started_at": _now()}))
         await self._hold(state)
         return state
 
@@ -294,21 +300,27 @@ class ExperimentRunner:
         remaining = max(0.0, self.spec.timeouts.run_seconds - elapsed)
         document = await self.cluster.wait_load(state.names, remaining)
         disturbed = await self.cluster.check_workers(state.workers)
-        raw = self.store.save_raw(state.names, document)
+        raw = await asyncio.to_thread(self.store.save_raw, state.names, document)
         if disturbed:
             self._current = state.model_copy(update={"raw": raw})
             raise WorkersDisturbed(disturbed)
-        state = self._save(run, state.model_copy(update={"stage": RunStage.COLLECTING, "raw": raw}))
+        state = await self._save(
+            run, state.model_copy(update={"stage": RunStage.COLLECTING, "raw": raw})
+        )
         await self._hold(state)
         return state
 
     async def _record(self, run: PlannedRun, state: RunState) -> None:
         assert state.raw is not None
-        result = read_result(self.store.read_raw(state.raw))
+        result = read_result(await asyncio.to_thread(self.store.read_raw, state.raw))
         record = run_record(run, state, result, state.load_started_at, _now())
-        self.store.save_run(record)
-        self.store.save_aggregate(aggregate(self.spec, self.store.records()))
-        state = self._save(run, state.model_copy(update={"stage": RunStage.RECORDED}))
+
+        def keep() -> None:
+            self.store.save_run(record)
+            self.store.save_aggregate(aggregate(self.spec, self.store.records()))
+
+        await asyncio.to_thread(keep)
+        state = await self._save(run, state.model_copy(update={"stage": RunStage.RECORDED}))
         if self.observer:
             self.observer.recorded(run, record)
         await self._hold(state)
