@@ -1,13 +1,16 @@
 """How runs are carried out: freshness, counters, the load generator, time limits, clean-up,
 and the simulator that stands in for vLLM without a GPU."""
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from kvbench.api.base import ApiModel
 from kvbench.api.kube import Placement, Resources
 from kvbench.api.units import ByteSize, Duration, parse_duration
+
+if TYPE_CHECKING:
+    from kvbench.api.workers import WorkerPool
 
 __all__ = ["Cleanup", "Execution", "LoadGenerator", "MetricsSource", "Simulator", "Timeouts"]
 
@@ -93,3 +96,16 @@ class Simulator(ApiModel):
     kv_capacity_jitter: float = Field(
         0.0, ge=0, le=0.5, description="Vary KV capacity per start by up to this fraction"
     )
+
+    def flags(self, pool: "WorkerPool") -> list[str]:
+        """The simulator-only flags of one pool's workers (the same on every back end)."""
+        flags = ["--time-scale", f"{self.time_scale:g}"]
+        profile = (pool.simulation and pool.simulation.profile) or self.profile
+        if profile:
+            flags += ["--profile", profile]
+        gpu_bytes = (pool.simulation and pool.simulation.gpu_memory_bytes) or self.gpu_memory_bytes
+        if gpu_bytes:
+            flags += ["--gpu-memory-bytes", str(gpu_bytes)]
+        if self.kv_capacity_jitter:
+            flags += ["--kv-capacity-jitter", f"{self.kv_capacity_jitter:g}"]
+        return flags

@@ -159,18 +159,9 @@ def engine_args(spec: ExperimentSpec, engine: EngineSpec, pool: WorkerPool) -> l
             "endpoint": f"tcp://$(POD_IP):{KV_EVENTS_PORT}",
         }
         args += ["--kv-events-config", json.dumps(events, separators=(",", ":"))]
-    sim = spec.simulator
-    if not sim.on_cluster:
+    if not spec.simulator.on_cluster:
         return args
-    args += ["--worker-id", "$(POD_NAME)", "--time-scale", f"{sim.time_scale:g}"]
-    profile = (pool.simulation and pool.simulation.profile) or sim.profile
-    if profile:
-        args += ["--profile", profile]
-    gpu_bytes = (pool.simulation and pool.simulation.gpu_memory_bytes) or sim.gpu_memory_bytes
-    if gpu_bytes:
-        args += ["--gpu-memory-bytes", str(gpu_bytes)]
-    if sim.kv_capacity_jitter:
-        args += ["--kv-capacity-jitter", f"{sim.kv_capacity_jitter:g}"]
+    args += ["--worker-id", "$(POD_NAME)", *spec.simulator.flags(pool)]
     return args
 
 

@@ -50,18 +50,9 @@ def sim_command(
     seed: int,
 ) -> list[str]:
     """The command line of one simulated worker."""
-    sim = spec.simulator
     args = engine.model_copy(update={"port": port}).vllm_args()
     command = [sys.executable, "-m", "kvbench", "sim", "serve", *args, "--host", host]
-    command += ["--worker-id", name, "--time-scale", f"{sim.time_scale:g}", "--seed", str(seed)]
-    profile = (pool.simulation and pool.simulation.profile) or sim.profile
-    if profile:
-        command += ["--profile", profile]
-    gpu_bytes = (pool.simulation and pool.simulation.gpu_memory_bytes) or sim.gpu_memory_bytes
-    if gpu_bytes:
-        command += ["--gpu-memory-bytes", str(gpu_bytes)]
-    if sim.kv_capacity_jitter:
-        command += ["--kv-capacity-jitter", f"{sim.kv_capacity_jitter:g}"]
+    command += ["--worker-id", name, "--seed", str(seed), *spec.simulator.flags(pool)]
     if _needs_kv_events(spec):
         events = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://{host}:*"}
         command += ["--kv-events-config", json.dumps(events)]
