@@ -26,6 +26,7 @@ from kvbench.api import (
 )
 from kvbench.kube.cluster import KubernetesCluster
 from kvbench.kube.manifests import LABEL_UID, ExperimentRef
+from kvbench.kube.results import CLAIM, result_configmap_names
 from kvbench.runner.cluster import ChildNames, Cluster, WorkerInfo
 from kvbench.runner.cluster.local.cluster import LocalCluster
 from kvbench.testing.cluster import TestCluster
@@ -121,8 +122,8 @@ class KubeBackend(Backend):
         )
 
     async def kill_load(self, names: ChildNames) -> None:
-        """Delete the Job's running pod: the Job makes a new one, which must refuse to
-        measure again on workers the first one already loaded."""
+        """Delete the Job's running pod once it has claimed the attempt (it is sending): the
+        Job makes a new one, which must refuse to measure again on loaded workers."""
 
         def kill() -> None:
             deadline = time.monotonic() + 60
@@ -131,8 +132,10 @@ class KubeBackend(Backend):
                     self.namespace, label_selector=f"job-name={names.load}"
                 ).items
                 running = [p for p in pods if p.status.phase == "Running"]
-                if running:
-                    time.sleep(2)  # past the claim, into the warm-up
+                first = self.core.read_namespaced_config_map(
+                    result_configmap_names(names.prefix)[0], self.namespace
+                )
+                if running and CLAIM in (first.metadata.annotations or {}):
                     self.core.delete_namespaced_pod(
                         running[0].metadata.name, self.namespace, grace_period_seconds=0
                     )

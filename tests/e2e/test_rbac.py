@@ -9,7 +9,7 @@ NEEDED = {
     "benchmarkexperiments.kvbench.io": {"get", "list", "watch", "patch", "update"},
     "benchmarkexperiments.kvbench.io/status": {"get", "patch", "update"},
     "benchmarkexperiments.kvbench.io/finalizers": {"update"},
-    "pods": {"get", "list", "watch", "delete", "deletecollection"},
+    "pods": {"get", "list", "watch", "delete"},
     "pods/log": {"get"},
     "endpointslices.discovery.k8s.io": {"list"},
     "statefulsets.apps": {"get", "list", "watch", "create", "patch", "update", "delete"},

@@ -50,7 +50,7 @@ A Role in each watched namespace, or a ClusterRole with watch.allNamespaces.
   verbs: [update]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, delete, deletecollection]
+  verbs: [get, list, watch, delete]
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]

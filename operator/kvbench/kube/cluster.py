@@ -187,18 +187,25 @@ class KubernetesCluster(Cluster):
         old = {name: pod.metadata.uid for name, pod in (await self._worker_pods()).items()}
         for manifest in worker_objects(self.exp, spec, variant, engine):
             await self._call(self.objects.apply, manifest)
-        if old:
-            await self._call(
-                self.core.delete_collection_namespaced_pod,
-                self.exp.namespace,
-                label_selector=selector_string(self.exp.selector("worker")),
-                grace_period_seconds=5,
-            )
+        for name, uid in old.items():
+            await self._call(self._delete_pod, name, uid)
         expected = self._pod_names(spec)
         pods = await self._watch_ready(
             expected, set(old.values()), spec.timeouts.workers_ready_seconds
         )
         return [await self._worker_info(pods[name], engine) for name in expected]
+
+    def _delete_pod(self, name: str, uid: str) -> None:
+        """Delete that very pod (by UID: never its replacement, which the StatefulSet may
+        already have made)."""
+        body = kubernetes.client.V1DeleteOptions(
+            grace_period_seconds=5, preconditions=kubernetes.client.V1Preconditions(uid=uid)
+        )
+        try:
+            self.core.delete_namespaced_pod(name, self.exp.namespace, body=body)
+        except ApiException as err:
+            if err.status not in (404, 409):
+                raise
 
     async def _watch_ready(
         self, expected: list[str], old_uids: set[str], timeout: float

@@ -147,10 +147,10 @@ class ExperimentRunner:
 
     @staticmethod
     def _adoptable(states: dict[int, RunState]) -> ChildNames | None:
-        """The attempt whose load generator may still be running (the runner is sequential,
-        so there is at most one)."""
+        """The attempt whose load generator may be running (the runner is sequential, so
+        there is at most one): started, or about to be when the runner stopped."""
         for state in states.values():
-            if state.stage == RunStage.LOAD_RUNNING and state.load_started_at is not None:
+            if state.stage == RunStage.LOAD_RUNNING:
                 return state.names
         return None
 
@@ -233,6 +233,10 @@ class ExperimentRunner:
 
     async def _attempt(self, run: PlannedRun, state: RunState) -> None:
         self._current = state
+        if state.stage == RunStage.LOAD_RUNNING and state.load_started_at is None:
+            found = await self.cluster.load_state(state.names)
+            if found.phase != "absent":  # started just before the runner stopped
+                state = await self._save(run, state.model_copy(update={"load_started_at": _now()}))
         if state.stage == RunStage.LOAD_RUNNING and state.load_started_at is not None:
             self._workers, self._endpoint = state.workers, state.endpoint
             self._workers_for = self._worker_key(run, self._arm(run))

@@ -34,7 +34,7 @@ WORKLOADS = {
     ("kvbench.io", "benchmarkexperiments"): {"get", "list", "watch", "patch", "update"},
     ("kvbench.io", "benchmarkexperiments/status"): {"get", "patch", "update"},
     ("kvbench.io", "benchmarkexperiments/finalizers"): {"update"},
-    ("", "pods"): {"get", "list", "watch", "delete", "deletecollection"},
+    ("", "pods"): {"get", "list", "watch", "delete"},
     ("", "pods/log"): {"get"},
     ("discovery.k8s.io", "endpointslices"): {"list"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "update", "delete"},

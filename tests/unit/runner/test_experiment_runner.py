@@ -213,10 +213,9 @@ def test_a_runner_stopped_at_any_stage_is_continued_exactly_once(
     started = [c for c in cluster.calls + resumed.calls if c.startswith("load:")]
     assert len(started) == len(set(started)) == 12, "one load generator per attempt"
     assert all(r.attempt == 1 for r in result.records), "nothing was lost, nothing retried"
-    adopted = stage == RunStage.LOAD_RUNNING and load_started
+    adopted = stage == RunStage.LOAD_RUNNING
     assert [k.index if k else None for k in resumed.recovered] == [4 if adopted else None]
-    if adopted:
-        assert "load:" + "-".join([result.records[4].id]) not in resumed.calls
+    if adopted and load_started:
         assert not [c for c in resumed.calls if c.startswith("load:") and "-r4-" in c]
 
 
