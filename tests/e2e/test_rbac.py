@@ -38,7 +38,7 @@ def _rules(cluster: TestCluster, namespace: str) -> dict[str, set[str]]:
     rules: dict[str, set[str]] = {}
     for line in listed.stdout.splitlines()[1:]:
         resource = line.split()[0]
-        if resource.startswith("/") or resource in BUILTIN:
+        if resource.startswith(("/", "[/")) or resource in BUILTIN:
             continue  # non-resource URLs (discovery) every account may read
         verbs = line[line.rindex("[") + 1 : line.rindex("]")].split()
         rules.setdefault(resource, set()).update(verbs)

@@ -141,14 +141,25 @@ class KubernetesCluster(Cluster):
         def spare(kind: str, name: str) -> bool:
             return keep is not None and name.startswith(keep.prefix)
 
-        for component in ("router", "loadgen"):
-            await self._call(
-                self.objects.delete_labelled,
-                self.exp.namespace,
-                self.exp.selector(component),
-                ("Job", "Deployment", "Service", "ConfigMap", "RoleBinding", "Role"),
-                spare,
+        await self._call(
+            self.objects.delete_labelled,
+            self.exp.namespace,
+            self.exp.selector("router"),
+            ("Deployment", "Service"),
+            spare,
+        )
+        jobs = await self._call(
+            self.objects.batch.list_namespaced_job,
+            self.exp.namespace,
+            label_selector=selector_string(self.exp.selector("loadgen")),
+        )
+        for job in jobs.items:  # finished ones stay for the teardown (cleanup.keepJobs)
+            finished = any(
+                c.type in ("Complete", "Failed") and c.status == "True"
+                for c in job.status.conditions or []
             )
+            if not finished and not spare("Job", job.metadata.name):
+                await self._call(self.objects.delete, "Job", job.metadata.name, self.exp.namespace)
         if keep is None:
             await self._call(
                 self.objects.delete_labelled,
