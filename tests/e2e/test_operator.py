@@ -15,8 +15,10 @@ import kubernetes
 import pytest
 from e2e_helpers import apply, experiment_document, get, wait_phase
 
+from kvbench.api import GROUP, PLURAL, VERSION, parse_experiment
 from kvbench.kube.manifests import LABEL_UID
 from kvbench.kube.store import ConfigMapStore
+from kvbench.plan import plan_experiment
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
 
@@ -201,9 +203,18 @@ def test_service_router_and_affinity_on_one_seed(
         {"name": "affinity", "prefixAffinity": {}},
     ]
     apply(cluster, namespace, document)
+    wait_phase(cluster, namespace, name, {"Running"}, 300)
+    custom = kubernetes.client.CustomObjectsApi(cluster.api_client())
+    seed = document["spec"]["load"]["seed"]
+    changed = {"spec": {"load": {**document["spec"]["load"], "seed": seed + 1}}}
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, changed)
     body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
     assert body["status"]["phase"] == "Succeeded", body["status"]
+    conditions = {c["type"]: c for c in body["status"]["conditions"]}
+    assert conditions["SpecChanged"]["status"] == "True", "a 1.20 server lets the change in"
     records = {r.arm: r for r in _store(cluster, namespace, name).records()}
+    planned = plan_experiment(parse_experiment(document)).runs
+    assert [r.seed for r in records.values()] == [p.seed for p in planned], "the started spec"
     assert len({r.digest for r in records.values()}) == 1, "one request sequence for every arm"
     service, affinity = records["service"].summary, records["affinity"].summary
     assert affinity.request_hit_rate > service.request_hit_rate + 0.2

@@ -108,7 +108,9 @@ def test_printer_columns_and_status_subresource(
     assert _apply(cluster, namespace, copy.deepcopy(BASE), tmp_path).returncode == 0
     status = {"status": {"phase": "Running", "observedGeneration": 1,
                          "progress": {"done": 3, "total": 36, "display": "3/36",
-                                      "currentRun": "default.service.p2-c16.t1"}}}  # fmt: skip
+                                      "currentRun": "default.service.p2-c16.t1"},
+                         "lastRun": {"id": "default.service.p2-c16.t0", "index": 2,
+                                     "attempt": 1, "requestHitRate": 0.95}}}  # fmt: skip
     objects = kubernetes.client.CustomObjectsApi(cluster.api_client())
     objects.patch_namespaced_custom_object_status(
         "kvbench.io", "v1alpha1", namespace, "benchmarkexperiments", "prefix-cache-service", status
@@ -116,6 +118,6 @@ def test_printer_columns_and_status_subresource(
     table = cluster.kubectl("get", "bx", "-n", namespace)
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()[:2]
-    assert header.split() == ["NAME", "PHASE", "PROGRESS", "CURRENT", "AGE"]
-    assert row.split()[:4] == ["prefix-cache-service", "Running", "3/36",
-                               "default.service.p2-c16.t1"]  # fmt: skip
+    assert header.split() == ["NAME", "PHASE", "PROGRESS", "CURRENT", "HIT", "RATE", "AGE"]
+    assert row.split()[:5] == ["prefix-cache-service", "Running", "3/36",
+                               "default.service.p2-c16.t1", "0.95"]  # fmt: skip

@@ -57,6 +57,11 @@ class ExperimentSpec(ApiModel):
                     "rule": "!has(self.workload.interference) || self.load.concurrency == [1]",
                     "message": "the interference workload runs one stream: load.concurrency [1]",
                 },
+                {
+                    "rule": "self == oldSelf",
+                    "message": "spec is immutable once the experiment exists: its runs must all "
+                    "measure one spec; delete and re-create the experiment to change it",
+                },
             ]
         }
     }

@@ -37,6 +37,10 @@ from kvbench.runner.failures import Forbidden, SpecNotRunnable
 __all__ = ["IMAGE_ENV", "ExperimentController", "project_image"]
 
 IMAGE_ENV = "KVBENCH_IMAGE"
+_IMMUTABLE = (
+    "the spec changed after the experiment started; it goes on with the spec it started "
+    "with (delete and re-create it to change it)"
+)
 log = logging.getLogger(__name__)
 
 
@@ -118,6 +122,18 @@ class ExperimentController:
         except StoreMismatch as err:
             await asyncio.to_thread(status.fail, "ResultsMismatch", str(err))
 
+    def spec_changed(self, body: dict[str, Any]) -> None:
+        """A spec changed after the experiment started (servers without CEL let it through):
+        refused with a condition; the runner goes on with the spec it started with."""
+        meta = body["metadata"]
+        stored = body.get("status") or {}
+        if stored.get("phase") in (None, ExperimentPhase.PENDING):
+            return
+        status = ResourceStatus(self.client, meta["namespace"], meta["name"], meta["uid"])
+        status.generation = meta.get("generation")
+        status.conditions = [Condition.model_validate(c) for c in stored.get("conditions", [])]
+        status.set_condition(ConditionType.SPEC_CHANGED, True, "SpecImmutable", _IMMUTABLE)
+
     @staticmethod
     def _started_spec(
         store: ConfigMapStore, experiment: BenchmarkExperiment, status: ResourceStatus
@@ -127,11 +143,5 @@ class ExperimentController:
         started = store.stored_experiment()
         if started is None or started.spec == experiment.spec:
             return experiment
-        status.set_condition(
-            ConditionType.SPEC_CHANGED,
-            True,
-            "SpecImmutable",
-            f"the spec changed at generation {status.generation} after the experiment started; "
-            "it goes on with the spec it started with (delete and re-create it to change it)",
-        )
+        status.set_condition(ConditionType.SPEC_CHANGED, True, "SpecImmutable", _IMMUTABLE)
         return started

@@ -44,6 +44,11 @@ async def _experiment(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) ->
     await _controller[0].run(dict(body), wait_stopped)
 
 
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def _spec_changed(body: kopf.Body, **_: Any) -> None:
+    _controller[0].spec_changed(dict(body))
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def _deleted(name: str, namespace: str, logger: kopf.Logger, **_: Any) -> None:
     logger.info("experiment %s/%s deleted: its children go with it", namespace, name)

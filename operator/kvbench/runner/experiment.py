@@ -30,7 +30,7 @@ from kvbench.plan import Plan, PlannedRun, plan_experiment
 from kvbench.runner.aggregate import aggregate
 from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, Cluster, WorkerInfo
 from kvbench.runner.failures import RunFailure, SpecNotRunnable, WorkersDisturbed
-from kvbench.runner.mapping import build_run_config, run_record
+from kvbench.runner.mapping import build_run_config, failed_record, run_record
 from kvbench.runner.states import RunStage, RunState
 from kvbench.runner.status import experiment_status
 from kvbench.runner.stores.base import RunStore
@@ -211,25 +211,12 @@ class ExperimentRunner:
             self.observer.attempt_failed(run, reason, retrying)
         if retrying:
             return await self._save(run, state.next_attempt(reason))
-        failures = [*state.failures, reason]
-        record = RunRecord(
-            id=run.id,
-            index=run.index,
-            attempt=state.attempt,
-            arm=run.arm,
-            variant=run.variant,
-            point=run.point,
-            trial=run.trial,
-            seed=run.seed,
-            raw_results=state.raw,
-            failed_attempts=failures,
-            error=f"{len(failures)} attempt(s) failed; last: {failure}",
-            error_reason=failure.reason,
+        failed = state.model_copy(
+            update={"stage": RunStage.FAILED, "failures": [*state.failures, reason]}
         )
+        record = failed_record(run, failed, failure.reason, str(failure))
         await asyncio.to_thread(self.store.save_run, record)
-        return await self._save(
-            run, state.model_copy(update={"stage": RunStage.FAILED, "failures": failures})
-        )
+        return await self._save(run, failed)
 
     async def _attempt(self, run: PlannedRun, state: RunState) -> None:
         self._current = state

@@ -30,7 +30,7 @@ from kvbench.runner.cluster.base import (
 )
 from kvbench.runner.states import RunState
 
-__all__ = ["build_run_config", "run_record", "run_summary", "ttft_samples"]
+__all__ = ["build_run_config", "failed_record", "run_record", "run_summary", "ttft_samples"]
 
 
 def _target(endpoint: ArmEndpoint) -> LoadTarget:
@@ -139,6 +139,21 @@ def _pods(result: LoadgenResult, workers: list[WorkerInfo]) -> list[PodResult]:
     return pods
 
 
+def _planned(run: PlannedRun, state: RunState) -> dict[str, object]:
+    """The fields every record of a run has, figures or not."""
+    return {
+        "id": run.id,
+        "index": run.index,
+        "attempt": state.attempt,
+        "arm": run.arm,
+        "variant": run.variant,
+        "point": run.point,
+        "trial": run.trial,
+        "seed": run.seed,
+        "raw_results": state.raw,
+    }
+
+
 def run_record(
     run: PlannedRun,
     state: RunState,
@@ -148,21 +163,23 @@ def run_record(
 ) -> RunRecord:
     """The record of a collected attempt."""
     return RunRecord(
-        id=run.id,
-        index=run.index,
-        attempt=state.attempt,
-        arm=run.arm,
-        variant=run.variant,
-        point=run.point,
-        trial=run.trial,
-        seed=run.seed,
+        **_planned(run, state),
         digest=result.conditions.digest,
         started_at=started_at,
         finished_at=finished_at,
         pods=_pods(result, state.workers),
         summary=run_summary(result.summary, result.client),
-        raw_results=state.raw,
         failed_attempts=state.failures,
+    )
+
+
+def failed_record(run: PlannedRun, state: RunState, reason: str, message: str) -> RunRecord:
+    """The record of a run whose every attempt failed (`state.failures` says how)."""
+    return RunRecord(
+        **_planned(run, state),
+        failed_attempts=state.failures,
+        error=f"{len(state.failures)} attempt(s) failed; last: {message}",
+        error_reason=reason,
     )
 
 

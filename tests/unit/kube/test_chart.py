@@ -68,11 +68,13 @@ EXPECTED_PERMISSIONS = {
     ),
     "all-namespaces": _scoped(CLUSTER, WORKLOADS | CLUSTER_READS),
 }
+LIVENESS = ["--liveness", "http://$(POD_IP):8080/healthz"]
 EXPECTED_ARGS = {
-    "default": ["--namespace", NAMESPACE],
-    "namespaces": ["--namespace", "a", "--namespace", "b"],
-    "all-namespaces": ["--all-namespaces"],
+    "default": ["--namespace", NAMESPACE, *LIVENESS],
+    "namespaces": ["--namespace", "a", "--namespace", "b", *LIVENESS],
+    "all-namespaces": ["--all-namespaces", *LIVENESS],
 }
+POD_IP = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +177,7 @@ def test_the_deployment_runs_the_operator_image_locked_down(rendered) -> None:
     chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
     assert chart["appVersion"] == __version__, "the image tag follows the package version"
     assert container["image"] == f"ghcr.io/kvbench/kvbench:{__version__}"
-    assert container["env"] == [{"name": IMAGE_ENV, "value": container["image"]}]
+    assert container["env"] == [POD_IP, {"name": IMAGE_ENV, "value": container["image"]}]
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert pod["serviceAccountName"] == ACCOUNT["name"]
@@ -203,7 +205,10 @@ def test_image_and_resources_come_from_values() -> None:
     deployment = _one(render_chart(values | {"resources": resources}), "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example/kvbench:dev"
-    assert container["env"] == [{"name": IMAGE_ENV, "value": "registry.example/kvbench:dev"}]
+    assert container["env"] == [
+        POD_IP,
+        {"name": IMAGE_ENV, "value": "registry.example/kvbench:dev"},
+    ]
     assert container["resources"] == resources
 
 

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from kvbench.api import parse_experiment
+from kvbench.kube.cluster import kube_problems
 from kvbench.kube.manifests import (
     GPU_PRESENT,
     LABEL_UID,
@@ -127,3 +128,11 @@ def test_the_load_generator_stays_off_gpu_nodes_and_may_write_only_its_results()
     ]  # fmt: skip
     account = next(o for o in objects if o["kind"] == "ServiceAccount")
     assert account["automountServiceAccountToken"] is False
+
+
+def test_the_preflight_refuses_what_the_cluster_cannot_run_naming_the_field() -> None:
+    document = yaml.safe_load((ROOT / "examples" / "prefix-cache-dynamo.yaml").read_text())
+    problems = kube_problems(parse_experiment(document).spec)
+    assert problems and all(".dynamo: " in p for p in problems)
+    assert problems[0].startswith("spec.routing[")
+    assert kube_problems(_experiment().spec) == []
