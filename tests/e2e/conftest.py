@@ -17,9 +17,11 @@ from kvbench.testing.wait import wait_for
 SYSTEM = "kvbench-system"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def operator(cluster: TestCluster, experiment_crd: str) -> Iterator[dict[str, Any]]:
-    """The chart applied with `watch.allNamespaces`; yields the operator's Deployment."""
+    """The chart applied with `watch.allNamespaces`; yields the operator's Deployment. Gone
+    (pod and all) before other test directories run, so it never picks up their
+    experiments."""
     cluster.ensure_namespace(SYSTEM)
     manifests = [
         m for m in render_chart({"watch": {"allNamespaces": True}}, namespace=SYSTEM)
@@ -39,4 +41,6 @@ def operator(cluster: TestCluster, experiment_crd: str) -> Iterator[dict[str, An
 
     wait_for(ready, 120, "the operator's pod to be Ready")
     yield deployment
-    cluster.kubectl("delete", "-f", str(path), "--wait=false")
+    cluster.kubectl("delete", "-f", str(path), "--wait=true", timeout=180)
+    core = kubernetes.client.CoreV1Api(cluster.api_client())
+    wait_for(lambda: not core.list_namespaced_pod(SYSTEM).items, 120, "the operator pod gone")
