@@ -68,6 +68,9 @@ class ExperimentController:
         self.client = client
         self.image = image or project_image()
         self.core = kubernetes.client.CoreV1Api(client)
+        self._running: dict[str, ResourceStatus] = {}
+        """The status writer of every experiment under way, by UID: a condition set from
+        another handler must go through it, or its next patch would drop it."""
 
     def _parse(self, body: dict[str, Any]) -> BenchmarkExperiment:
         meta = body["metadata"]
@@ -101,12 +104,20 @@ class ExperimentController:
             return
         ref = ExperimentRef(name=name, namespace=namespace, uid=uid, image=self.image)
         store = ConfigMapStore(self.core, namespace, name, uid, _owner(name, uid))
-        experiment = await asyncio.to_thread(self._started_spec, store, experiment, status)
+        try:
+            experiment = await asyncio.to_thread(self._started_spec, store, experiment, status)
+        except StoreMismatch as err:
+            await asyncio.to_thread(status.fail, "ResultsMismatch", str(err))
+            return
         cluster = KubernetesCluster(self.client, ref)
         runner = ExperimentRunner(experiment, cluster, store, observer=status)
         task = asyncio.create_task(runner.run(on_cancel="detach"))
         stop = asyncio.create_task(stopped())
-        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        self._running[uid] = status
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._running.pop(uid, None)
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -129,9 +140,10 @@ class ExperimentController:
         stored = body.get("status") or {}
         if stored.get("phase") in (None, ExperimentPhase.PENDING):
             return
-        status = ResourceStatus(self.client, meta["namespace"], meta["name"], meta["uid"])
-        status.generation = meta.get("generation")
-        status.conditions = [Condition.model_validate(c) for c in stored.get("conditions", [])]
+        status = self._running.get(meta["uid"])
+        if status is None:
+            status = ResourceStatus(self.client, meta["namespace"], meta["name"], meta["uid"])
+            status.conditions = [Condition.model_validate(c) for c in stored.get("conditions", [])]
         status.set_condition(ConditionType.SPEC_CHANGED, True, "SpecImmutable", _IMMUTABLE)
 
     @staticmethod
