@@ -17,11 +17,11 @@ from kvbench.testing.wait import wait_for
 SYSTEM = "kvbench-system"
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def operator(cluster: TestCluster, experiment_crd: str) -> Iterator[dict[str, Any]]:
     """The chart applied with `watch.allNamespaces`; yields the operator's Deployment. Gone
-    (pod and all) before other test directories run, so it never picks up their
-    experiments."""
+    (pod and all) after each module (pytest's package scope needs an __init__.py), so it never
+    picks up other tests' experiments."""
     cluster.ensure_namespace(SYSTEM)
     manifests = [
         m for m in render_chart({"watch": {"allNamespaces": True}}, namespace=SYSTEM)
