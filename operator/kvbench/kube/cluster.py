@@ -32,6 +32,7 @@ from kvbench.kube.manifests import (
 from kvbench.kube.objects import KubeObjects, selector_string
 from kvbench.kube.results import read_result_document, result_configmap_names
 from kvbench.loadgen.config import RunConfig
+from kvbench.loadgen.counters import parse_metrics
 from kvbench.runner.cluster.base import (
     ArmEndpoint,
     ChildNames,
@@ -41,7 +42,7 @@ from kvbench.runner.cluster.base import (
     UrlEndpoint,
     WorkerInfo,
 )
-from kvbench.runner.cluster.local.workers import kv_cache_tokens
+from kvbench.runner.cluster.caches import reset_prefix_caches
 from kvbench.runner.failures import (
     ApiUnavailable,
     Forbidden,
@@ -321,7 +322,8 @@ class KubernetesCluster(Cluster):
         url = f"http://{pod.status.pod_ip}:{port}/metrics"
         try:
             async with httpx.AsyncClient() as http:
-                found = kv_cache_tokens((await http.get(url, timeout=5.0)).text)
+                page = (await http.get(url, timeout=5.0)).text
+            found = parse_metrics(pod.metadata.name, page).kv_cache_tokens
             if found is not None:
                 return found
         except httpx.HTTPError:
@@ -387,13 +389,7 @@ class KubernetesCluster(Cluster):
         return workers
 
     async def reset_caches(self, workers: list[WorkerInfo]) -> None:
-        async with httpx.AsyncClient() as http:
-            for worker in workers:
-                response = await http.post(f"{worker.base_url}/reset_prefix_cache", timeout=30)
-                if response.status_code != 200:
-                    raise RuntimeError(
-                        f"{worker.name}: /reset_prefix_cache answered {response.status_code}"
-                    )
+        await reset_prefix_caches(workers)
 
     # arms
 

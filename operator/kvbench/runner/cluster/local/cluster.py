@@ -11,8 +11,6 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
 from kvbench.loadgen.config import RunConfig
 from kvbench.runner.cluster.base import (
@@ -23,6 +21,7 @@ from kvbench.runner.cluster.base import (
     LoadState,
     WorkerInfo,
 )
+from kvbench.runner.cluster.caches import reset_prefix_caches
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.arms import open_local_arm
 from kvbench.runner.cluster.local.children import LocalChildren
@@ -130,14 +129,7 @@ class LocalCluster(Cluster):
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
     async def reset_caches(self, workers: list[WorkerInfo]) -> None:
-        async with httpx.AsyncClient() as client:
-            for worker in workers:
-                response = await client.post(f"{worker.base_url}/reset_prefix_cache")
-                if response.status_code != 200:
-                    raise RuntimeError(
-                        f"{worker.name}: /reset_prefix_cache answered {response.status_code}: "
-                        f"{response.text[:200]}"
-                    )
+        await reset_prefix_caches(workers)
 
     async def open_arm(
         self, spec: ExperimentSpec, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames

@@ -15,16 +15,16 @@ import time
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from kvbench import __version__
 from kvbench.api import EngineSpec, ExperimentSpec, WorkerPool
+from kvbench.loadgen.counters import parse_metrics
 from kvbench.procs import free_port
 from kvbench.runner.cluster.base import WorkerInfo
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.children import Child, LocalChildren
 
-__all__ = ["engine_env", "kv_cache_tokens", "sim_command", "start_worker", "wait_serving"]
+__all__ = ["engine_env", "sim_command", "start_worker", "wait_serving"]
 
 
 def _needs_kv_events(spec: ExperimentSpec) -> bool:
@@ -57,17 +57,6 @@ def sim_command(
         events = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://{host}:*"}
         command += ["--kv-events-config", json.dumps(events)]
     return command
-
-
-def kv_cache_tokens(metrics_text: str) -> int | None:
-    """KV cache size of a server start, from vLLM's `cache_config_info` (blocks x block size)."""
-    for family in text_string_to_metric_families(metrics_text):
-        if family.name == "vllm:cache_config_info":
-            for sample in family.samples:
-                labels = sample.labels
-                if "num_gpu_blocks" in labels and "block_size" in labels:
-                    return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
-    return None
 
 
 async def wait_serving(children: LocalChildren, child: Child, url: str, timeout: float) -> None:
@@ -129,6 +118,6 @@ async def start_worker(
         image=f"kvbench sim {__version__}",
         base_url=base,
         metrics_url=f"{base}/metrics",
-        kv_cache_tokens=kv_cache_tokens(metrics),
+        kv_cache_tokens=parse_metrics(name, metrics).kv_cache_tokens,
         startup_seconds=round(startup, 3),
     )
