@@ -81,7 +81,7 @@ if check_installed >/dev/null 2>&1 && smoke 2>/dev/null; then
     exit 0
 fi
 
-"$VENV/bin/pip" install --quiet -e "$ROOT[dynamo]"
+"$VENV/bin/pip" install --quiet -e "${ROOT}[dynamo]"
 "$VENV/bin/pip" install --quiet --no-deps \
     "ai-dynamo-runtime==$DYNAMO_VERSION" "ai-dynamo==$DYNAMO_VERSION"
 check_installed

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import kubernetes
 import pytest
-from e2e_helpers import apply, experiment_document, get, wait_phase
+from e2e_helpers import (
+    GPU,
+    apply,
+    article_002_document,
+    experiment_document,
+    get,
+    restart_operator,
+    wait_phase,
+)
 
 from kvbench.api import GROUP, PLURAL, VERSION, parse_experiment
 from kvbench.kube.manifests import LABEL_UID
@@ -22,27 +30,7 @@ from kvbench.plan import plan_experiment
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
 
-GPU = {"nvidia.com/gpu.present": "true"}
 pytestmark = pytest.mark.slow
-
-
-def _article_002(name: str, prefixes: list[int], trials: int) -> dict:
-    """Article 002 scaled down: 6 simulated workers in two pools on GPU nodes (no GPU is
-    requested: the simulator needs none), concurrency 8."""
-    document = experiment_document("prefix-cache-service.yaml", name)
-    spec = document["spec"]
-    spec["workers"] = [
-        {"name": "gpu24", "replicas": 3, "nodeSelector": GPU,
-         "simulation": {"profile": "qwen3-0.6b-24gb"}},
-        {"name": "gpu8", "replicas": 3, "nodeSelector": GPU,
-         "simulation": {"profile": "qwen3-1.7b-8gb"}},
-    ]  # fmt: skip
-    spec["workload"]["sharedPrefix"]["prefixes"] = prefixes
-    spec["load"].update(concurrency=[8], trials=trials)
-    spec["simulator"] = {"onCluster": True}
-    spec["cleanup"] = {"keepJobs": True}
-    spec.pop("loadGenerator")
-    return document
 
 
 def _store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
@@ -79,27 +67,6 @@ def _children(cluster: TestCluster, namespace: str, uid: str) -> list[str]:
     return found
 
 
-def _delete_operator_pod(cluster: TestCluster, operator: dict) -> None:
-    core = kubernetes.client.CoreV1Api(cluster.api_client())
-    namespace = operator["metadata"]["namespace"]
-    labels = operator["spec"]["selector"]["matchLabels"]
-    selector = ",".join(f"{k}={v}" for k, v in labels.items())
-    old = {
-        p.metadata.uid for p in core.list_namespaced_pod(namespace, label_selector=selector).items
-    }
-    core.delete_collection_namespaced_pod(namespace, label_selector=selector)
-
-    def replaced() -> bool:
-        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
-        return any(
-            p.metadata.uid not in old
-            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-            for p in pods
-        )
-
-    wait_for(replaced, 120, "a new operator pod to be Ready")
-
-
 def _kvbench(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     return subprocess.run(
@@ -112,7 +79,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
     cluster: TestCluster, namespace: str, operator: dict, tmp_path: Path
 ) -> None:
     name = "article-002"
-    apply(cluster, namespace, _article_002(name, [2, 12], trials=2))
+    apply(cluster, namespace, article_002_document(name, [2, 12], trials=2))
     started = time.monotonic()
 
     def in_window(index: int):
@@ -123,13 +90,13 @@ def test_article_002_scaled_down_survives_operator_restarts(
         return check
 
     wait_for(in_window(1), 600, "run 1's measured window")
-    _delete_operator_pod(cluster, operator)
+    restart_operator(cluster, operator)
     wait_for(
         lambda: (get(cluster, namespace, name).get("status") or {})
         .get("progress", {}).get("done", 0) >= 3,
         900, "three runs recorded",
     )  # fmt: skip
-    _delete_operator_pod(cluster, operator)
+    restart_operator(cluster, operator)
     body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
     elapsed = time.monotonic() - started
     status = body["status"]
@@ -193,7 +160,7 @@ def test_service_router_and_affinity_on_one_seed(
     cluster: TestCluster, namespace: str, operator: dict
 ) -> None:
     name = "three-arms"
-    document = _article_002(name, [12], trials=1)
+    document = article_002_document(name, [12], trials=1)
     document["spec"]["workers"] = [{"name": "gpu", "replicas": 3, "nodeSelector": GPU,
                                     "simulation": {"profile": "qwen3-0.6b-24gb"}}]  # fmt: skip
     document["spec"]["workload"]["promptFormat"] = "text"
@@ -246,7 +213,7 @@ def test_a_worker_never_ready_fails_the_run_naming_the_pod_and_cleans_up(
     cluster: TestCluster, namespace: str, operator: dict
 ) -> None:
     name = "never-ready"
-    document = _article_002(name, [2], trials=1)
+    document = article_002_document(name, [2], trials=1)
     document["spec"]["workers"] = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU}]
     document["spec"]["engine"]["extraArgs"] = ["--load-seconds", "600"]
     document["spec"]["timeouts"] = {"workersReady": "10s"}
@@ -270,7 +237,7 @@ def test_two_side_by_side_and_deleting_one_leaves_nothing_of_it(
 ) -> None:
     kept, deleted = "side-a", "side-b"
     for name in (kept, deleted):
-        document = _article_002(name, [2], trials=1)
+        document = article_002_document(name, [2], trials=1)
         document["spec"]["workers"] = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU}]
         apply(cluster, namespace, document)
     wait_for(

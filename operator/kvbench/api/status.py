@@ -41,7 +41,10 @@ class ExperimentPhase(StrEnum):
 
 
 class ConditionType(StrEnum):
-    """The condition types kvbench sets (Kubernetes conventions: each True, False or Unknown)."""
+    """The condition types kvbench sets (Kubernetes conventions: each True, False or Unknown).
+
+    `Reconciling` and `Stalled` are kstatus's abnormal-true pair, which Flux and `kubectl wait`
+    style tools read: True while the experiment is under way, True once it failed."""
 
     READY = "Ready"
     PROGRESSING = "Progressing"
@@ -49,6 +52,8 @@ class ConditionType(StrEnum):
     FAILED = "Failed"
     WORKERS_READY = "WorkersReady"
     SPEC_CHANGED = "SpecChanged"
+    RECONCILING = "Reconciling"
+    STALLED = "Stalled"
 
 
 class Condition(ApiModel):

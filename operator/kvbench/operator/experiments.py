@@ -22,7 +22,6 @@ from kvbench.api import (
     KIND,
     BenchmarkExperiment,
     Condition,
-    ConditionType,
     ExperimentPhase,
     SpecError,
     parse_experiment,
@@ -144,7 +143,7 @@ class ExperimentController:
         if status is None:
             status = ResourceStatus(self.client, meta["namespace"], meta["name"], meta["uid"])
             status.conditions = [Condition.model_validate(c) for c in stored.get("conditions", [])]
-        status.set_condition(ConditionType.SPEC_CHANGED, True, "SpecImmutable", _IMMUTABLE)
+        status.refuse_spec_change(meta.get("generation"), _IMMUTABLE)
 
     @staticmethod
     def _started_spec(
@@ -155,5 +154,5 @@ class ExperimentController:
         started = store.stored_experiment()
         if started is None or started.spec == experiment.spec:
             return experiment
-        status.set_condition(ConditionType.SPEC_CHANGED, True, "SpecImmutable", _IMMUTABLE)
+        status.refuse_spec_change(status.generation, _IMMUTABLE)
         return started

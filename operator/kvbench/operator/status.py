@@ -25,7 +25,7 @@ from kvbench.api import (
     ExperimentStatus,
     RunRecord,
 )
-from kvbench.api.conditions import set_condition
+from kvbench.api.conditions import condition, set_condition
 from kvbench.plan import Plan, PlannedRun
 from kvbench.runner.states import RunStage, RunState
 
@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 def conditions_for(
     status: ExperimentStatus, previous: list[Condition], generation: int | None
 ) -> list[Condition]:
-    """Ready / Progressing / Succeeded / Failed from the phase, keeping the others."""
+    """Ready / Progressing / Reconciling / Stalled / Succeeded / Failed from the phase,
+    keeping the others."""
     conditions = previous
     phase = status.phase
     done = phase in (ExperimentPhase.SUCCEEDED, ExperimentPhase.FAILED)
@@ -60,6 +61,21 @@ def conditions_for(
         status.message or "",
         generation,
     )
+    conditions = set_condition(
+        conditions, ConditionType.RECONCILING, not done,
+        "Finished" if done else running_reason, status.progress.display, generation,
+    )  # fmt: skip
+    refused = condition(previous, ConditionType.SPEC_CHANGED)
+    if refused is not None and refused.status == "True":
+        conditions = set_condition(
+            conditions, ConditionType.STALLED, True, refused.reason, refused.message, generation
+        )
+    else:
+        conditions = set_condition(
+            conditions, ConditionType.STALLED, phase == ExperimentPhase.FAILED,
+            {"Succeeded": "Succeeded", "Failed": "RunsFailed"}.get(phase, "Running"),
+            status.message or "", generation,
+        )  # fmt: skip
     if done:
         conditions = set_condition(
             conditions, ConditionType.SUCCEEDED, phase == ExperimentPhase.SUCCEEDED,
@@ -97,13 +113,21 @@ class ResourceStatus:
                 self.namespace, self.name, err.reason, (err.body or "")[:600],
             )  # fmt: skip
 
-    def set_condition(
-        self, type_: ConditionType, status: bool | None, reason: str, message: str
-    ) -> None:
-        self.conditions = set_condition(
-            self.conditions, type_, status, reason, message, self.generation
+    def refuse_spec_change(self, generation: int | None, message: str) -> None:
+        """The spec changed after the start: the operator has seen that generation (and
+        refused it), so tools that compare generations stop waiting; Stalled tells them the
+        spec will not be carried out."""
+        self.generation = generation
+        for type_ in (ConditionType.SPEC_CHANGED, ConditionType.STALLED):
+            self.conditions = set_condition(
+                self.conditions, type_, True, "SpecImmutable", message, generation
+            )
+        self.patch(
+            {
+                "observedGeneration": generation,
+                "conditions": [c.to_k8s() for c in self.conditions],
+            }
         )
-        self.patch({"conditions": [c.to_k8s() for c in self.conditions]})
 
     def fail(self, reason: str, message: str) -> None:
         """The experiment failed before or outside the runner (an invalid spec, a spec the
@@ -114,6 +138,8 @@ class ResourceStatus:
             (ConditionType.SUCCEEDED, False, reason),
             (ConditionType.READY, False, reason),
             (ConditionType.PROGRESSING, False, reason),
+            (ConditionType.RECONCILING, False, reason),
+            (ConditionType.STALLED, True, reason),
         ):
             self.conditions = set_condition(
                 self.conditions, type_, value, why, message, self.generation, now
