@@ -15,7 +15,7 @@ ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 BlockSize = Literal[1, 8, 16, 32, 64, 128]
 
 # vLLM flags whose default is on: turning them off needs the explicit `--no-` form.
-_ON_BY_DEFAULT = {"enable_prefix_caching", "enable_chunked_prefill"}
+_ON_BY_DEFAULT = {"enable_prefix_caching", "enable_chunked_prefill", "scheduler_reserve_full_isl"}
 # Flags that `vllm serve` takes under another spelling than the field name.
 _FLAG_NAMES = {"served_model_name": "--served-model-name"}
 
@@ -42,6 +42,11 @@ class VllmFlags(ApiModel):
     )
     enable_prefix_caching: bool | None = Field(None, description="--[no-]enable-prefix-caching")
     enable_chunked_prefill: bool | None = Field(None, description="--[no-]enable-chunked-prefill")
+    scheduler_reserve_full_isl: bool | None = Field(
+        None,
+        description="--[no-]scheduler-reserve-full-isl: admit a waiting request only when its "
+        "whole prompt fits in the free KV blocks (vLLM's default: on)",
+    )
     enable_prompt_tokens_details: bool | None = Field(
         None,
         description="--enable-prompt-tokens-details: report cached tokens per response. kvbench "

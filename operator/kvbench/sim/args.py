@@ -3,7 +3,8 @@
 Both ``--model M ...`` and ``serve M ...`` forms work, so the same pod arguments serve
 vLLM and the simulator. vLLM flags the simulator does not model are accepted and
 returned as "ignored" for a warning. Simulator-only flags: ``--profile``,
-``--gpu-memory-bytes``, ``--time-scale``, ``--worker-id``, ``--kv-capacity-jitter``.
+``--gpu-memory-bytes``, ``--time-scale``, ``--worker-id``, ``--kv-capacity-jitter``,
+``--load-seconds``, ``--prefix-cache-stats-at``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--enable-prompt-tokens-details", action=bool_flag, default=False)
     p.add_argument("--enforce-eager", action=bool_flag, default=False)
+    p.add_argument(
+        "--scheduler-reserve-full-isl",
+        action=bool_flag,
+        default=True,
+        help="admit a waiting request only when its whole prompt fits (vLLM's default)",
+    )
     p.add_argument("--kv-events-config", help="JSON, as vLLM's --kv-events-config")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", help="a tokenizer.json, or a directory holding one")
@@ -85,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="wall seconds spent loading before serving, as vLLM loads weights (nothing "
         "listens meanwhile)",
+    )
+    sim.add_argument(
+        "--prefix-cache-stats-at",
+        default="admission",
+        choices=["admission", "lookup"],
+        help="when a prefix-cache lookup enters vllm:prefix_cache_queries/hits: once, at "
+        "admission (vLLM after vllm-project/vllm#48860, e.g. 0.31), or at every lookup of a "
+        "waiting request, admitted or not (vLLM 0.25 and earlier)",
     )
     return p
 

@@ -57,6 +57,7 @@ class SimConfig(BaseModel):
     prefix_caching_hash_algo: HashAlgo = "sha256"
     enable_prompt_tokens_details: bool = False
     enforce_eager: bool = False
+    scheduler_reserve_full_isl: bool = True
     kv_events_config: KVEventsConfig | None = None
     seed: int = 0
     tokenizer: str | None = None
@@ -66,6 +67,7 @@ class SimConfig(BaseModel):
     worker_id: str | None = None
     kv_capacity_jitter: float = Field(default=0.0, ge=0, lt=1)
     load_seconds: float = Field(default=0.0, ge=0)
+    prefix_cache_stats_at: Literal["admission", "lookup"] = "admission"
 
     @field_validator("kv_events_config", mode="before")
     @classmethod

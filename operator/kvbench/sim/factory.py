@@ -110,6 +110,8 @@ def build_engine(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_model_len,
+        reserve_full_isl=config.scheduler_reserve_full_isl,
+        stats_at_lookup=config.prefix_cache_stats_at == "lookup",
     )
     cost = CostModel(
         geometry,

@@ -14,11 +14,13 @@ Rules kept from ``vllm/v1/core/kv_cache_manager.py`` and ``kv_cache_utils.py``:
   hits even before the first one has finished its prefill;
 - freeing gives blocks back tail first; prefix statistics count tokens, and lookups of
   previously preempted requests are counted apart (vLLM does not export those);
-- statistics are recorded at admission (``record_prefix_cache_stats``, called by the
-  scheduler once the request's blocks are allocated), not at every lookup: vLLM's
-  scheduler peeks the waiting queue every step, and counting each attempt would inflate
-  ``prefix_cache_queries`` by every step a request waited for blocks ("Record at
-  admission so unscheduled lookups are not counted", ``sched/scheduler.py``).
+- with ``full_sequence_must_fit`` (vLLM's ``--scheduler-reserve-full-isl``, on by default)
+  a waiting request is admitted only when its whole sequence fits, not just its first
+  chunk;
+- statistics are recorded by ``record_prefix_cache_stats``, which the scheduler calls at
+  admission (vLLM since vllm-project/vllm#48860: "record the local prefix-cache query
+  once, at admission"), or at every lookup of a waiting request when asked to follow vLLM
+  0.25 and earlier, which counted each step a request waited for blocks again.
 """
 
 from __future__ import annotations
@@ -126,23 +128,36 @@ class KVCacheManager:
             stats.queries += request.num_tokens
             stats.hits += num_hit_tokens
 
+    def _new_blocks(self, request: SimRequest, num_tokens: int, num_computed_blocks: int) -> int:
+        """Blocks beyond the request's own and its hit blocks that ``num_tokens`` need."""
+        num_required = -(-min(num_tokens, self.max_model_len) // self.block_size)
+        return num_required - len(request.blocks) - num_computed_blocks
+
     def allocate_slots(
         self,
         request: SimRequest,
         num_new_tokens: int,
         num_new_computed_tokens: int = 0,
         new_computed_blocks: list[int] | None = None,
+        full_sequence_must_fit: bool = False,
     ) -> bool:
-        """Reserve blocks for ``num_new_tokens`` more tokens; False if they do not fit."""
+        """Reserve blocks for ``num_new_tokens`` more tokens; False if they do not fit, or,
+        with ``full_sequence_must_fit`` (the admission gate), if the whole sequence would not.
+        Hit blocks that sit in the free queue count against the free blocks (vLLM's
+        ``get_num_blocks_to_allocate``)."""
         pool = self.pool
         computed = new_computed_blocks or ()
-        num_computed = request.num_computed_tokens + num_new_computed_tokens
-        num_needed = min(num_computed + num_new_tokens, self.max_model_len)
-        num_required_blocks = -(-num_needed // self.block_size)
-        num_new_blocks = num_required_blocks - len(request.blocks) - len(computed)
         ref_cnt = pool.ref_cnt
         num_evictable = sum(1 for b in computed if ref_cnt[b] == 0) if computed else 0
-        if num_new_blocks + num_evictable > len(pool.free_queue):
+        free = len(pool.free_queue) - num_evictable
+        if (
+            full_sequence_must_fit
+            and self._new_blocks(request, request.num_tokens, len(computed)) > free
+        ):
+            return False
+        num_computed = request.num_computed_tokens + num_new_computed_tokens
+        num_new_blocks = self._new_blocks(request, num_computed + num_new_tokens, len(computed))
+        if num_new_blocks > free:
             return False
         if computed:
             pool.touch(computed)

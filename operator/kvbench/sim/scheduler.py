@@ -10,8 +10,13 @@ From ``vllm/v1/core/sched/scheduler.py`` (FCFS policy):
    running requests stops.
 2. Waiting requests only if nobody was preempted this step, while the budget lasts and
    fewer than ``max_num_seqs`` run: prefix-cache lookup, then allocation of the chunk
-   (chunked prefill is on); a request that does not fit stops the loop (FCFS); the
-   lookup enters the prefix-cache statistics only once the request is admitted.
+   (chunked prefill is on), admitted only if the whole sequence fits when
+   ``scheduler_reserve_full_isl`` is on (vLLM's default); a request that does not fit
+   stops the loop (FCFS), and waiting requests never preempt. The lookup enters the
+   prefix-cache statistics once, at admission (vLLM since #48860), or at every lookup
+   (vLLM 0.25). Until its first output token a request reports the cached tokens of its
+   latest admission (vLLM sets ``prefill_stats`` at each lookup until then), so one
+   preempted before its first token reports what its re-admission found.
 3. After the step a request whose computed tokens reach its length samples one token;
    it finishes at ``max_tokens`` or at ``max_model_len``.
 """
@@ -65,8 +70,12 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         max_model_len: int,
+        reserve_full_isl: bool = True,
+        stats_at_lookup: bool = False,
     ) -> None:
         self.kv = kv
+        self.reserve_full_isl = reserve_full_isl
+        self.stats_at_lookup = stats_at_lookup
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
@@ -129,17 +138,22 @@ class Scheduler:
             while waiting and budget > 0 and len(running) < self.max_num_seqs:
                 request = waiting[0]
                 hit_blocks, num_hit = kv.get_computed_blocks(request)
+                if self.stats_at_lookup:
+                    kv.record_prefix_cache_stats(request, num_hit)
                 num_new = request.num_tokens - num_hit
                 if num_new > budget:
                     num_new = budget
-                if not kv.allocate_slots(request, num_new, num_hit, hit_blocks):
+                if not kv.allocate_slots(
+                    request, num_new, num_hit, hit_blocks, self.reserve_full_isl
+                ):
                     break
-                kv.record_prefix_cache_stats(request, num_hit)
+                if not self.stats_at_lookup:
+                    kv.record_prefix_cache_stats(request, num_hit)
                 waiting.popleft()
                 running.append(request)
                 request.status = RequestStatus.RUNNING
                 request.num_computed_tokens = num_hit
-                if request.num_cached_tokens < 0:
+                if request.num_output_tokens == 0:
                     request.num_cached_tokens = num_hit
                 if request.first_scheduled_time is None:
                     request.first_scheduled_time = now

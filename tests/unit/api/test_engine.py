@@ -43,6 +43,16 @@ def test_booleans_use_vllm_spellings() -> None:
     assert args[-1] == "--trust-remote-code"
 
 
+def test_the_admission_gate_is_turned_off_with_vllms_no_flag_and_the_simulator_takes_it() -> None:
+    from kvbench.sim.args import parse_sim_args
+
+    off = EngineSpec(model="m", scheduler_reserve_full_isl=False).vllm_args()
+    assert "--no-scheduler-reserve-full-isl" in off
+    assert not parse_sim_args(off[1:])[0].scheduler_reserve_full_isl
+    on = EngineSpec(model="m", scheduler_reserve_full_isl=True).vllm_args()
+    assert "--scheduler-reserve-full-isl" in on and "--no-scheduler-reserve-full-isl" not in on
+
+
 def test_overrides_replace_flags_and_env_and_append_args() -> None:
     base = EngineSpec.model_validate(
         {
