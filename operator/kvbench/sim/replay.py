@@ -10,7 +10,7 @@ is the same on any machine.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from kvbench.loadgen.summary import percentile
@@ -77,6 +77,49 @@ def run_closed_loop(
                 index, prompt = pending.popleft()
                 _stamp(core, _request(index, prompt, max_tokens), result.end + think_time)
     return done
+
+
+def run_routed_closed_loop(
+    cores: Sequence[EngineCore],
+    prompts: Iterable[Sequence[int]],
+    *,
+    route: Callable[[], int],
+    concurrency: int,
+    max_tokens: int,
+    start: float = 0.0,
+    label: str = "req",
+) -> tuple[list[tuple[SimRequest, int]], float]:
+    """A closed loop in front of several engines (a Service, a router): each request goes to
+    ``cores[route()]``, in sending order, all on one virtual timeline. Returns every request
+    with the index of its engine, in sending order, and when the last one finished."""
+    pending = deque(enumerate(prompts))
+    sent: list[tuple[SimRequest, int]] = []
+    end = start
+
+    def send(now: float) -> None:
+        index, prompt = pending.popleft()
+        target = route()
+        request = SimRequest(
+            f"{label}-{index}", list(prompt), max_tokens, arrival_time=now, salt=index
+        )
+        sent.append((request, target))
+        _stamp(cores[target], request, now)
+
+    for _ in range(min(concurrency, len(pending))):
+        send(start)
+    while True:
+        ready = [(c.clock if c.busy else c.next_arrival_time(), i) for i, c in enumerate(cores)]
+        due = [(t, i) for t, i in ready if t is not None]
+        if not due:
+            break
+        result = cores[min(due)[1]].step()
+        if result is None:
+            continue
+        for _ in result.finished:
+            end = max(end, result.end)
+            if pending:
+                send(result.end)
+    return sent, end
 
 
 def run_open_loop(
