@@ -27,6 +27,20 @@ class _JsonLines(logging.Formatter):
         return json.dumps(line)
 
 
+def _address(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> tuple[str, int] | None:
+    """HOST:PORT as (host, port), checked before anything starts."""
+    if value is None:
+        return None
+    from kvbench.operator.metrics import parse_address
+
+    try:
+        return parse_address(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
 @click.command()
 @click.option("--namespace", "-n", "namespaces", multiple=True, help="Watch this namespace")
 @click.option("--all-namespaces", is_flag=True, help="Watch every namespace")
@@ -36,9 +50,19 @@ class _JsonLines(logging.Formatter):
     show_default=True,
     help="Liveness/readiness endpoint",
 )
+@click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    callback=_address,
+    help="Serve the operator's Prometheus metrics at http://HOST:PORT/metrics (default: none)",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster")
 def operator(
-    namespaces: tuple[str, ...], all_namespaces: bool, liveness: str, kubeconfig: str | None
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    liveness: str,
+    metrics: tuple[str, int] | None,
+    kubeconfig: str | None,
 ) -> None:
     """Watch BenchmarkExperiments in NAMESPACEs (or all) and run each one: fresh workers per
     run, the routing arm, the load-generator Job, per-pod results in the status."""
@@ -48,6 +72,7 @@ def operator(
     import kubernetes
 
     from kvbench.operator.handlers import configure_operator
+    from kvbench.operator.metrics import OperatorMetrics, serve_metrics
 
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonLines())
@@ -58,7 +83,10 @@ def operator(
         kubernetes.config.load_kube_config(kubeconfig)
     else:
         kubernetes.config.load_incluster_config()
-    configure_operator(kubernetes.client.ApiClient())
+    kept = OperatorMetrics()
+    if metrics is not None:
+        serve_metrics(kept, *metrics)
+    configure_operator(kubernetes.client.ApiClient(), kept)
 
     @kopf.on.login()
     def _login(**kwargs):  # the same credentials as the back end's client

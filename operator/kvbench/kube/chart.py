@@ -6,11 +6,13 @@ and `lookup` finds nothing. A test-time tool: helm-python-sdk is a `test` depend
 chart is read from the repository (`charts/`, beside `crds/`), not from the installed package.
 """
 
+import json
 from pathlib import Path
 from typing import Any
 
 import helm_python
 import yaml
+from helm_python import _native
 
 from kvbench.kube.validation import DEFAULT_VERSION, validate_manifest
 
@@ -28,6 +30,7 @@ STANDARD_LABELS = (
 _INSTALL_ORDER = (
     "CustomResourceDefinition",
     "ServiceAccount",
+    "ConfigMap",
     "ClusterRole",
     "ClusterRoleBinding",
     "Role",
@@ -55,9 +58,11 @@ def render_chart(
     values: dict[str, Any] | None = None,
     namespace: str = "kvbench-system",
     release: str = "kvbench",
+    api_versions: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """What `helm install -n NAMESPACE RELEASE` would apply, in the order it would, so that
-    `kubectl apply -f` of the list works too.
+    `kubectl apply -f` of the list works too, on a cluster that also serves `api_versions`
+    (`helm template --api-versions`, e.g. `monitoring.coreos.com/v1/ServiceMonitor`).
 
     The CRDs of `crds/` come verbatim (Helm never templates them). Values are checked against
     values.schema.json; a bad value raises `helm_python.HelmValuesError`, a `fail` in a
@@ -65,7 +70,19 @@ def render_chart(
     """
     with helm_python.Chart.load(CHART_DIR) as chart:
         crds = [crd["data"] for crd in chart.crds]
-        rendered = chart.render(values, name=release, namespace=namespace, is_install=True)
+        if api_versions:
+            # libhelm_c's render takes api_versions; helm-python-sdk 0.2.2's wrapper does not
+            # pass them on, so this one call goes to the library as the wrapper would.
+            opts = {
+                "name": release, "namespace": namespace, "is_install": True,
+                "api_versions": list(api_versions),
+            }  # fmt: skip
+            rendered = json.loads(
+                _native.call_string("helm_render", chart._raw(), json.dumps(values or {}),
+                                    json.dumps(opts))
+            )  # fmt: skip
+        else:
+            rendered = chart.render(values, name=release, namespace=namespace, is_install=True)
     templates = [rendered[path] for path in sorted(rendered) if not path.endswith("/NOTES.txt")]
     manifests = [doc for text in [*crds, *templates] for doc in yaml.safe_load_all(text) if doc]
     return sorted(manifests, key=_install_rank)

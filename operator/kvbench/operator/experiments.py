@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kubernetes
+from pydantic import ValidationError
 
 from kvbench import __version__
 from kvbench.api import (
@@ -23,15 +24,18 @@ from kvbench.api import (
     BenchmarkExperiment,
     Condition,
     ExperimentPhase,
+    ExperimentStatus,
     SpecError,
     parse_experiment,
 )
 from kvbench.kube.cluster import KubernetesCluster
 from kvbench.kube.manifests import ExperimentRef
 from kvbench.kube.store import ConfigMapStore
+from kvbench.operator.metrics import ExperimentMetrics, OperatorMetrics
 from kvbench.operator.status import ResourceStatus
 from kvbench.runner import ExperimentRunner, StoreMismatch
 from kvbench.runner.failures import Forbidden, SpecNotRunnable
+from kvbench.runner.observers import FanOut
 
 __all__ = ["IMAGE_ENV", "ExperimentController", "project_image"]
 
@@ -49,6 +53,17 @@ def project_image() -> str:
     return os.environ.get(IMAGE_ENV, f"ghcr.io/kvbench/kvbench:{__version__}")
 
 
+def _stored_status(stored: dict[str, Any]) -> ExperimentStatus:
+    """The status on the resource, for the metrics of an experiment seen at daemon start (one
+    another operator version wrote and this one cannot read counts by its phase alone)."""
+    try:
+        return ExperimentStatus.model_validate(stored)
+    except ValidationError:
+        phase = stored.get("phase")
+        known = phase in {p.value for p in ExperimentPhase}
+        return ExperimentStatus(phase=phase if known else ExperimentPhase.PENDING)
+
+
 def _owner(name: str, uid: str) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
@@ -61,11 +76,17 @@ def _owner(name: str, uid: str) -> dict[str, Any]:
 
 
 class ExperimentController:
-    """Runs experiments through `client` (the operator's API access)."""
+    """Runs experiments through `client` (the operator's API access), into `metrics`."""
 
-    def __init__(self, client: kubernetes.client.ApiClient, image: str | None = None) -> None:
+    def __init__(
+        self,
+        client: kubernetes.client.ApiClient,
+        image: str | None = None,
+        metrics: OperatorMetrics | None = None,
+    ) -> None:
         self.client = client
         self.image = image or project_image()
+        self.metrics = metrics or OperatorMetrics()
         self.core = kubernetes.client.CoreV1Api(client)
         self._running: dict[str, ResourceStatus] = {}
         """The status writer of every experiment under way, by UID: a condition set from
@@ -94,22 +115,24 @@ class ExperimentController:
         status.generation = meta.get("generation")
         stored = body.get("status") or {}
         status.conditions = [Condition.model_validate(c) for c in stored.get("conditions", [])]
+        metrics = self.metrics.experiment(namespace, name)
+        metrics.status(_stored_status(stored))
         if stored.get("phase") in (ExperimentPhase.SUCCEEDED, ExperimentPhase.FAILED):
             return
         try:
             experiment = self._parse(body)
         except SpecError as err:
-            await asyncio.to_thread(status.fail, "InvalidSpec", str(err))
+            await self._fail(status, metrics, "InvalidSpec", str(err))
             return
         ref = ExperimentRef(name=name, namespace=namespace, uid=uid, image=self.image)
         store = ConfigMapStore(self.core, namespace, name, uid, _owner(name, uid))
         try:
             experiment = await asyncio.to_thread(self._started_spec, store, experiment, status)
         except StoreMismatch as err:
-            await asyncio.to_thread(status.fail, "ResultsMismatch", str(err))
+            await self._fail(status, metrics, "ResultsMismatch", str(err))
             return
         cluster = KubernetesCluster(self.client, ref)
-        runner = ExperimentRunner(experiment, cluster, store, observer=status)
+        runner = ExperimentRunner(experiment, cluster, store, observer=FanOut([status, metrics]))
         task = asyncio.create_task(runner.run(on_cancel="detach"))
         stop = asyncio.create_task(stopped())
         self._running[uid] = status
@@ -123,14 +146,27 @@ class ExperimentController:
                 await task
             if stop.result():
                 await cluster.teardown(experiment.spec.cleanup)
+                self.metrics.forget(namespace, name)
             return
         stop.cancel()
         try:
             task.result()
         except (SpecNotRunnable, Forbidden) as err:
-            await asyncio.to_thread(status.fail, err.reason, str(err))
+            await self._fail(status, metrics, err.reason, str(err))
         except StoreMismatch as err:
-            await asyncio.to_thread(status.fail, "ResultsMismatch", str(err))
+            await self._fail(status, metrics, "ResultsMismatch", str(err))
+
+    def deleted(self, namespace: str, name: str) -> None:
+        """The experiment is gone, and so are its metrics (its daemon forgets them once more
+        when its runner has stopped, in case that reported after this)."""
+        self.metrics.forget(namespace, name)
+
+    @staticmethod
+    async def _fail(
+        status: ResourceStatus, metrics: ExperimentMetrics, reason: str, message: str
+    ) -> None:
+        await asyncio.to_thread(status.fail, reason, message)
+        metrics.phase(ExperimentPhase.FAILED)
 
     def spec_changed(self, body: dict[str, Any]) -> None:
         """A spec changed after the experiment started (servers without CEL let it through):

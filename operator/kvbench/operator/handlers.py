@@ -14,15 +14,17 @@ import kubernetes
 
 from kvbench.api import GROUP, PLURAL, VERSION
 from kvbench.operator.experiments import ExperimentController
+from kvbench.operator.metrics import OperatorMetrics
 
 __all__ = ["configure_operator"]
 
 _controller: list[ExperimentController] = []
 
 
-def configure_operator(client: kubernetes.client.ApiClient) -> None:
-    """Set the API client the handlers act through (before kopf starts)."""
-    _controller[:] = [ExperimentController(client)]
+def configure_operator(client: kubernetes.client.ApiClient, metrics: OperatorMetrics) -> None:
+    """Set the API client the handlers act through and the metrics they keep (before kopf
+    starts)."""
+    _controller[:] = [ExperimentController(client, metrics=metrics)]
 
 
 @kopf.on.startup()
@@ -52,3 +54,4 @@ def _spec_changed(body: kopf.Body, **_: Any) -> None:
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def _deleted(name: str, namespace: str, logger: kopf.Logger, **_: Any) -> None:
     logger.info("experiment %s/%s deleted: its children go with it", namespace, name)
+    _controller[0].deleted(namespace, name)

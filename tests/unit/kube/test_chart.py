@@ -68,11 +68,11 @@ EXPECTED_PERMISSIONS = {
     ),
     "all-namespaces": _scoped(CLUSTER, WORKLOADS | CLUSTER_READS),
 }
-LIVENESS = ["--liveness", "http://$(POD_IP):8080/healthz"]
+ENDPOINTS = ["--liveness", "http://$(POD_IP):8080/healthz", "--metrics", "$(POD_IP):9090"]
 EXPECTED_ARGS = {
-    "default": ["--namespace", NAMESPACE, *LIVENESS],
-    "namespaces": ["--namespace", "a", "--namespace", "b", *LIVENESS],
-    "all-namespaces": ["--all-namespaces", *LIVENESS],
+    "default": ["--namespace", NAMESPACE, *ENDPOINTS],
+    "namespaces": ["--namespace", "a", "--namespace", "b", *ENDPOINTS],
+    "all-namespaces": ["--all-namespaces", *ENDPOINTS],
 }
 POD_IP = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
@@ -194,7 +194,10 @@ def test_the_deployment_runs_the_operator_image_locked_down(rendered) -> None:
     probe = {"httpGet": {"path": "/healthz", "port": "health"}}
     assert container["livenessProbe"].items() >= probe.items()
     assert container["readinessProbe"].items() >= probe.items()
-    assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "health", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+    ]
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
