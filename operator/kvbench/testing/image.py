@@ -1,0 +1,355 @@
+"""The project's container image (the repository's Dockerfile), built and run for real without a
+Docker engine.
+
+`podman build --isolation chroot` needs no container runtime. The Dockerfile's base, an exact
+Docker Hub tag that cannot be pulled offline, is made locally under that very name from
+`debootstrap --variant=minbase`, slimmed the way Docker's slim images are. An image is tagged by
+the hash of everything it is built from, so a session builds only when one of those changed; the
+base's root file system and the build records are cached outside the repo.
+
+`podman run` cannot work here (crun cannot set rlimits in this sandbox), so `container_argv`
+runs an image the way a runtime with a read-only root file system would: the mounted image
+read-only in a private mount namespace, its declared volumes writable (tmpfs, or host
+directories), a /proc and a minimal /dev, and its entry point under `chroot --userspec` as the
+image's user, with the image's environment and working directory. Cgroups, rlimits and a network
+namespace are left out: the programs share the machine's loopback. Run `python -m
+kvbench.testing.image` to build ahead of the tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = [
+    "DOCKERFILE",
+    "IMAGE_REPOSITORY",
+    "LOCK",
+    "REPO",
+    "BuiltImage",
+    "base_image_name",
+    "container_argv",
+    "ensure_image",
+    "mounted",
+    "source_hash",
+]
+
+REPO = Path(__file__).resolve().parents[3]
+DOCKERFILE = REPO / "Dockerfile"
+LOCK = REPO / "requirements.lock"
+IMAGE_REPOSITORY = "localhost/kvbench"
+_TAG_PREFIX = "src-"
+_KEEP_IMAGES = 3
+_SUITE, _MIRROR = "bookworm", "http://deb.debian.org/debian"
+_BASE_REVISION = "2"
+"""Of the local base (`_slim` and the configuration below): a change makes a new one."""
+_SOURCES = """\
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+_SLIM_PATHS = ("doc", "groff", "info", "linda", "lintian", "locale", "man")
+"""/usr/share's documentation, which Docker's slim images leave out (dpkg path-exclude)."""
+_SLIM_KEEP = re.compile(r"doc/[^/]+/copyright|locale/locale\.alias")
+_DPKG_SLIM = (
+    "".join(f"path-exclude /usr/share/{name}/*\n" for name in _SLIM_PATHS)
+    + "path-include /usr/share/doc/*/copyright\npath-include /usr/share/locale/locale.alias\n"
+)
+_APT_CLEAN = """\
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+Acquire::GzipIndexes "true";
+Acquire::Languages "none";
+"""
+_BASE_CONFIG = (
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "CMD bash",
+    f"LABEL io.kvbench.base-revision={_BASE_REVISION}",
+)
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+class BuiltImage(BaseModel):
+    """A built image's name and the parts of its configuration a runtime obeys."""
+
+    tag: str
+    size: int
+    """Bytes, as `podman image inspect` counts them (all layers, uncompressed)."""
+    user: str
+    env: list[str]
+    workdir: str
+    entrypoint: list[str]
+    cmd: list[str]
+    volumes: list[str]
+    build_seconds: float
+    """How long the build that made the image took (recorded, so a cached image has it too)."""
+    built_now: bool
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("KVBENCH_IMAGE_CACHE", "/var/cache/kvbench/image"))
+
+
+def _log(message: str) -> None:
+    print(f"kvbench image: {message}", file=sys.stderr, flush=True)
+
+
+def _run(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, text=True, **kwargs)
+    if result.returncode != 0:
+        raise RuntimeError(f"{shlex.join(argv)} failed with exit code {result.returncode}")
+    return result
+
+
+def _podman(*args: str) -> str:
+    return _run("podman", *args, capture_output=True).stdout.strip()
+
+
+def _exists(tag: str) -> bool:
+    return subprocess.run(["podman", "image", "exists", tag]).returncode == 0
+
+
+def base_image_name() -> str:
+    """The default of the Dockerfile's `ARG BASE_IMAGE`, which its stages are built FROM."""
+    match = re.search(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"{DOCKERFILE} has no `ARG BASE_IMAGE=...` line")
+    return match.group(1)
+
+
+def _context_files() -> list[Path]:
+    """What the build reads: the Dockerfile and what .dockerignore lets into the context."""
+    package = [
+        path
+        for path in sorted((REPO / "operator").rglob("*"))
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and not any(part.endswith(".egg-info") for part in path.parts)
+    ]
+    fixed = ["Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml", "README.md"]
+    return [*(REPO / name for name in fixed), *package]
+
+
+def source_hash() -> str:
+    """A hash of every file the image is built from, names included, and of the local base's
+    revision: its tag."""
+    digest = hashlib.sha256(f"base {_BASE_REVISION}\0".encode())
+    for path in _context_files():
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def _slim(rootfs: Path) -> None:
+    """What Docker's slim Debian images do to debootstrap's minbase: no documentation, no
+    package lists or caches, and dpkg and apt told to keep it that way."""
+    share = rootfs / "usr" / "share"
+    for name in _SLIM_PATHS:
+        for path in sorted((share / name).rglob("*"), reverse=True):  # children first
+            if path.is_symlink() or not path.is_dir():
+                if not _SLIM_KEEP.fullmatch(str(path.relative_to(share))):
+                    path.unlink()
+            elif not any(path.iterdir()):
+                path.rmdir()
+    for pattern in (
+        "var/lib/apt/lists/*",
+        "var/cache/apt/*.bin",
+        "var/cache/apt/archives/*.deb",
+        "var/log/*.log",
+    ):
+        for path in rootfs.glob(pattern):
+            if path.is_file():
+                path.unlink()
+    (rootfs / "etc/dpkg/dpkg.cfg.d/docker").write_text(_DPKG_SLIM)
+    (rootfs / "etc/apt/apt.conf.d/docker-clean").write_text(_APT_CLEAN)
+    (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
+    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(_SOURCES)
+
+
+def _base_tarball() -> Path:
+    """Debian's minbase root file system as a tarball, made once per machine."""
+    tarball = _cache_root() / f"debian-{_SUITE}-minbase-slim-{_BASE_REVISION}.tar"
+    if tarball.exists():
+        return tarball
+    rootfs = _cache_root() / "rootfs.partial"
+    shutil.rmtree(rootfs, ignore_errors=True)
+    _log(f"debootstrap --variant=minbase {_SUITE} (about half a minute)")
+    _run("debootstrap", "--variant=minbase", _SUITE, str(rootfs), _MIRROR, stdout=sys.stderr)
+    _slim(rootfs)
+    partial = tarball.with_suffix(".partial")
+    _run("tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), ".")
+    partial.rename(tarball)
+    shutil.rmtree(rootfs)
+    return tarball
+
+
+def _ensure_base(name: str) -> None:
+    """The Dockerfile's base under its own name: pulled by nobody, imported from debootstrap."""
+    if _exists(name):
+        labels = _podman("image", "inspect", "--format", "{{json .Labels}}", name)
+        if (json.loads(labels) or {}).get("io.kvbench.base-revision") == _BASE_REVISION:
+            return
+    tarball = _base_tarball()
+    _log(f"podman import {tarball.name} as {name}")
+    changes = [arg for change in _BASE_CONFIG for arg in ("--change", change)]
+    _run("podman", "import", *changes, str(tarball), name, stdout=subprocess.DEVNULL)
+
+
+def _pip_ca() -> Path | None:
+    """The CA bundle this machine's pip trusts (a TLS-intercepting proxy's), if it has one."""
+    for variable in ("PIP_CERT", "SSL_CERT_FILE"):
+        value = os.environ.get(variable)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+def _build(tag: str, digest: str) -> float:
+    secret = [] if (ca := _pip_ca()) is None else ["--secret", f"id=pip-ca,src={ca}"]
+    argv = [
+        "podman", "build", "--isolation", "chroot", "--pull=never", "--layers", *secret,
+        "--label", f"io.kvbench.source-hash={digest}", "--tag", tag,
+        "--file", str(DOCKERFILE), str(REPO),
+    ]  # fmt: skip
+    _log(f"{shlex.join(argv)} (a few minutes when nothing is cached)")
+    start = time.monotonic()
+    _run(*argv, stdout=sys.stderr, stdin=subprocess.DEVNULL)
+    return time.monotonic() - start
+
+
+def _prune() -> None:
+    """Our older source-hash images, newest kept; one in use (mounted) refuses and stays."""
+    listed = _podman(
+        "images", "--filter", f"reference={IMAGE_REPOSITORY}:{_TAG_PREFIX}*",
+        "--format", "{{.Repository}}:{{.Tag}}", "--sort", "created",
+    )  # fmt: skip
+    for tag in listed.split()[_KEEP_IMAGES:]:
+        subprocess.run(["podman", "rmi", tag], capture_output=True)
+
+
+def _inspect(tag: str, build_seconds: float, built_now: bool) -> BuiltImage:
+    (data,) = json.loads(_podman("image", "inspect", tag))
+    config = data.get("Config") or {}
+    return BuiltImage(
+        tag=tag,
+        size=int(data["Size"]),
+        user=config.get("User", ""),
+        env=config.get("Env") or [],
+        workdir=config.get("WorkingDir") or "/",
+        entrypoint=config.get("Entrypoint") or [],
+        cmd=config.get("Cmd") or [],
+        volumes=sorted(config.get("Volumes") or {}),
+        build_seconds=build_seconds,
+        built_now=built_now,
+    )
+
+
+def ensure_image() -> BuiltImage:
+    """The image of the repository as it is now, built (under a lock, with its base) only if
+    no image has its source hash yet."""
+    digest = source_hash()
+    tag = f"{IMAGE_REPOSITORY}:{_TAG_PREFIX}{digest}"
+    root = _cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    record = root / f"build-{digest}.json"
+    with (root / ".build.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent build finishes first
+        if _exists(tag) and record.exists():
+            return _inspect(tag, json.loads(record.read_text())["seconds"], built_now=False)
+        _ensure_base(base_image_name())
+        seconds = _build(tag, digest)
+        record.write_text(json.dumps({"tag": tag, "seconds": round(seconds, 1)}))
+        _prune()
+    return _inspect(tag, seconds, built_now=True)
+
+
+@contextlib.contextmanager
+def mounted(tag: str) -> Iterator[Path]:
+    """The image's root file system (read-only), mounted for as long as the block runs."""
+    root = Path(_podman("image", "mount", tag))
+    try:
+        yield root
+    finally:
+        subprocess.run(["podman", "image", "unmount", tag], capture_output=True)
+
+
+def _numeric_user(user: str) -> str:
+    if not re.fullmatch(r"[1-9]\d*:[1-9]\d*", user):
+        raise ValueError(f"image user {user!r} is not a numeric non-root UID:GID")
+    return user
+
+
+def container_argv(
+    image: BuiltImage,
+    root: Path,
+    args: Sequence[str] | None = None,
+    volumes: Mapping[str, Path] | None = None,
+    entrypoint: Sequence[str] | None = None,
+) -> list[str]:
+    """The command line that runs `image` (mounted at `root`) as a container with a read-only
+    root file system: `entrypoint` (default the image's) with `args` (default its CMD).
+
+    Each declared volume is a fresh tmpfs unless `volumes` maps it to a host directory, which
+    then gets the owner and mode of the image's directory (as Docker seeds a new volume). The
+    process that ends up with the returned command's PID is the program itself.
+    """
+    host_dirs = dict(volumes or {})
+    undeclared = set(host_dirs) - set(image.volumes)
+    if undeclared:
+        raise ValueError(f"not volumes of {image.tag}: {sorted(undeclared)}")
+    steps = [
+        'mount --bind "$r" "$r"',
+        'mount -o remount,bind,ro "$r"',
+        'mount -t proc proc "$r/proc"',
+        'mount -t tmpfs -o mode=755,nosuid tmpfs "$r/dev"',
+        *(f'touch "$r/dev/{d}" && mount --bind /dev/{d} "$r/dev/{d}"' for d in _DEVICES),
+        'mkdir "$r/dev/shm" && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"',
+    ]
+    for volume in image.volumes:
+        seen = (root / volume.lstrip("/")).stat()
+        target = shlex.quote(volume)
+        if volume in host_dirs:
+            os.chown(host_dirs[volume], seen.st_uid, seen.st_gid)
+            host_dirs[volume].chmod(seen.st_mode & 0o7777)
+            steps.append(f'mount --bind {shlex.quote(str(host_dirs[volume]))} "$r"{target}')
+        else:
+            options = f"mode={seen.st_mode & 0o7777:o},uid={seen.st_uid},gid={seen.st_gid}"
+            steps.append(f'mount -t tmpfs -o {options},nosuid,nodev tmpfs "$r"{target}')
+    program = [*(image.entrypoint if entrypoint is None else entrypoint)]
+    program += image.cmd if args is None else args
+    inside = ["/usr/bin/env", "-i", "-C", image.workdir, *image.env, *program]
+    chroot = ["chroot", f"--userspec={_numeric_user(image.user)}", '"$r"']
+    script = "\n".join(
+        ["set -e", 'r="$1"', *steps, f"exec {' '.join(chroot)} {shlex.join(inside)}"]
+    )
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    return [*unshare, "/bin/sh", "-c", script, "sh", str(root)]
+
+
+if __name__ == "__main__":
+    built = ensure_image()
+    print(f"{built.tag} {built.size} bytes, built in {built.build_seconds:.0f} s")

@@ -1,0 +1,94 @@
+"""Programs of the built image run as its container would be: see kvbench.testing.image."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from kvbench.testing.image import BuiltImage, container_argv
+
+__all__ = ["ImageRunner", "ImageServer"]
+
+_LISTEN = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+class ImageRunner:
+    """The mounted image `image` at `root`, its programs run on demand."""
+
+    def __init__(self, image: BuiltImage, root: Path) -> None:
+        self.image = image
+        self.root = root
+
+    def argv(
+        self,
+        args: Sequence[str],
+        volumes: Mapping[str, Path] | None = None,
+        entrypoint: Sequence[str] | None = None,
+    ) -> list[str]:
+        return container_argv(self.image, self.root, args, volumes, entrypoint)
+
+    def run(
+        self,
+        args: Sequence[str],
+        volumes: Mapping[str, Path] | None = None,
+        entrypoint: Sequence[str] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        argv = self.argv(args, volumes, entrypoint)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+    def python(self, code: str, volumes: Mapping[str, Path] | None = None) -> str:
+        """The standard output of the image's Python running `code`; a failure raises."""
+        done = self.run(["-c", code], volumes, entrypoint=["python3"])
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+
+class ImageServer:
+    """`kvbench sim` from the image on an ephemeral loopback port, logging to `log`."""
+
+    def __init__(self, runner: ImageRunner, args: Sequence[str], log: Path) -> None:
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                runner.argv(["sim", "--host", "127.0.0.1", "--port", "0", *args]),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self.port = self._wait_for_port(60)
+        httpx.get(f"{self.url}/health", timeout=10).raise_for_status()
+
+    def _wait_for_port(self, seconds: float) -> int:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            match = _LISTEN.search(self.log.read_text(errors="replace"))
+            if match:
+                return int(match.group(1))
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the image's simulator did not start:\n{self.log.read_text()[-3000:]}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def status(self) -> dict[str, str]:
+        """The process's /proc/PID/status fields (it is the simulator itself, not a wrapper)."""
+        lines = Path(f"/proc/{self.proc.pid}/status").read_text().splitlines()
+        return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(15)
