@@ -135,6 +135,12 @@ class TestCluster:
         }
         return all(node.name in ready for node in self.nodes)
 
+    def restart_control_plane(self) -> None:
+        """Stop etcd, the apiserver and the controllers, and start them again (same ports, same
+        data); nodes, pods and the service proxy keep running, as on a real cluster."""
+        assert self.control_plane is not None, "cluster not started"
+        self.control_plane.restart()
+
     def ensure_namespace(self, name: str, timeout: float = 30.0) -> None:
         """Create `name` if needed and wait for its default service account's token,
         without which the apiserver refuses pods."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -75,6 +76,8 @@ class ControlPlane:
         self.layout = layout
         self.pki = pki
         self.processes: list[ManagedProcess] = []
+        self._ready: dict[str, tuple[Callable[[], bool], str]] = {}
+        """How each component shows it is up, so a restart waits as the first start did."""
         self.api_port = free_port(_HOST)
         tokens = {
             user: secrets.token_hex(16)
@@ -89,11 +92,25 @@ class ControlPlane:
     def _access(self, user: str) -> ApiAccess:
         return self.admin.model_copy(update={"token": self._tokens[user]})
 
-    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+    def _spawn(
+        self, name: str, argv: list[str], ready: Callable[[], bool], what: str
+    ) -> ManagedProcess:
         process = ManagedProcess(name, argv, self.workdir / "logs" / f"{name}.log")
         self.processes.append(process)
+        self._ready[name] = (ready, what)
         process.start()
+        process.wait_until(ready, _START_TIMEOUT, what)
         return process
+
+    def restart(self) -> None:
+        """Stop every component, then start each again on the same ports and data (etcd keeps
+        its data directory): what a control-plane upgrade or a host reboot does to clients."""
+        for process in reversed(self.processes):
+            process.stop()
+        for process in self.processes:
+            process.start()
+            ready, what = self._ready[process.name]
+            process.wait_until(ready, _START_TIMEOUT, what)
 
     def start(self) -> None:
         """Start etcd, then the apiserver, then the controllers; return once all are healthy."""
@@ -106,7 +123,7 @@ class ControlPlane:
     def _start_etcd(self) -> str:
         client, peer = free_port(_HOST), free_port(_HOST)
         client_url, peer_url = f"http://{_HOST}:{client}", f"http://{_HOST}:{peer}"
-        etcd = self._spawn(
+        self._spawn(
             "etcd",
             [
                 str(self.binaries.etcd),
@@ -120,10 +137,7 @@ class ControlPlane:
                 "--unsafe-no-fsync",
                 "--log-level=warn",
             ],
-        )
-        etcd.wait_until(
             lambda: httpx.get(f"{client_url}/health", timeout=2.0).json()["health"] == "true",
-            _START_TIMEOUT,
             "healthy etcd",
         )
         return client_url
@@ -137,7 +151,7 @@ class ControlPlane:
             )
         )
         tokens.chmod(0o600)
-        apiserver = self._spawn(
+        self._spawn(
             "kube-apiserver",
             [
                 str(self.binaries.kube_apiserver),
@@ -161,12 +175,9 @@ class ControlPlane:
                 "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
             ],
-        )
-        apiserver.wait_until(
             lambda: _https_ok(
                 f"{self.admin.server}/readyz", self.admin.ssl_context(), self.admin.token
             ),
-            _START_TIMEOUT,
             "ready apiserver (/readyz)",
         )
 
@@ -206,7 +217,7 @@ class ControlPlane:
         """Start a component that talks to the apiserver as `user`; wait until it is healthy."""
         kubeconfig = self._controller_kubeconfig(user)
         port = free_port(_HOST)
-        process = self._spawn(
+        self._spawn(
             name,
             [
                 str(binary),
@@ -219,10 +230,7 @@ class ControlPlane:
                 "--profiling=false",
                 *extra,
             ],
-        )
-        process.wait_until(
             lambda: _https_ok(f"https://{_HOST}:{port}/healthz", False),
-            _START_TIMEOUT,
             f"healthy {name}",
         )
 

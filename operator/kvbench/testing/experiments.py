@@ -1,0 +1,66 @@
+"""An experiment on a test cluster as a user handles it: kubectl apply, read it back, wait
+for a phase; and the operator's pod replaced, as a crash or an eviction replaces it."""
+
+import json
+import time
+from typing import Any
+
+import kubernetes
+
+from kvbench.api import GROUP, PLURAL, VERSION
+from kvbench.testing.cluster import TestCluster
+from kvbench.testing.wait import wait_for
+
+__all__ = ["apply", "get", "restart_operator", "wait_phase"]
+
+
+def apply(cluster: TestCluster, namespace: str, document: dict[str, Any]) -> None:
+    path = cluster.workdir / f"{namespace}-{document['metadata']['name']}.json"
+    path.write_text(json.dumps(document))
+    applied = cluster.kubectl("apply", "--validate=false", "-n", namespace, "-f", str(path))
+    assert applied.returncode == 0, applied.stderr
+
+
+def get(cluster: TestCluster, namespace: str, name: str) -> dict[str, Any]:
+    return kubernetes.client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+
+
+def wait_phase(
+    cluster: TestCluster, namespace: str, name: str, phases: set[str], timeout: float
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        body = get(cluster, namespace, name)
+        if (body.get("status") or {}).get("phase") in phases:
+            return body
+        assert time.monotonic() < deadline, f"{name} never reached {phases}: {body.get('status')}"
+        time.sleep(1)
+
+
+def restart_operator(
+    cluster: TestCluster, operator: dict, grace_period_seconds: int | None = None
+) -> None:
+    """Delete the operator's pod (`grace_period_seconds=0`: killed, no time to stop) and wait
+    for its replacement to be Ready."""
+    core = kubernetes.client.CoreV1Api(cluster.api_client())
+    namespace = operator["metadata"]["namespace"]
+    labels = operator["spec"]["selector"]["matchLabels"]
+    selector = ",".join(f"{k}={v}" for k, v in labels.items())
+    old = {
+        p.metadata.uid for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+    }
+    core.delete_collection_namespaced_pod(
+        namespace, label_selector=selector, grace_period_seconds=grace_period_seconds
+    )
+
+    def replaced() -> bool:
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        return any(
+            p.metadata.uid not in old
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            for p in pods
+        )
+
+    wait_for(replaced, 180, "a new operator pod to be Ready")

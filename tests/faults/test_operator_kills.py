@@ -1,0 +1,60 @@
+"""The operator killed (its pod deleted with no grace period) at least ten times across one
+experiment of twelve runs, at every step of a run: every run is still recorded exactly once,
+on the planned sequence, with no duplicate Job, and nothing is left once it is deleted."""
+
+import json
+from pathlib import Path
+
+import pytest
+from campaign import STEPS, Driver
+from experiments import small_experiment
+from invariants import check_experiment, check_nothing_left
+
+from kvbench.testing.cluster import TestCluster
+from kvbench.testing.experiments import apply, wait_phase
+from kvbench.testing.wait import wait_for
+
+pytestmark = pytest.mark.slow
+
+KILLS = 10
+
+
+def test_operator_killed_at_every_step_loses_nothing_and_doubles_nothing(
+    cluster: TestCluster, namespace: str, operator: dict, seed: int, tmp_path: Path
+) -> None:
+    name = "killed"
+    document = small_experiment(
+        name,
+        routing=[{"name": "service", "service": {}},
+                 {"name": "router", "router": {"policy": "cache_aware"}}],
+    )  # fmt: skip
+    document["spec"]["workload"]["promptFormat"] = "text"
+    document["spec"]["load"]["trials"] = 3
+    apply(cluster, namespace, document)
+    driver = Driver(cluster, namespace, name, seed)
+    plan = list(STEPS)
+    driver.rng.shuffle(plan)
+    plan += [driver.rng.choice(STEPS) for _ in range(KILLS - len(plan))]
+    for step in plan:
+        status = driver.wait_step(step, 600)
+        if status is None:
+            break
+        driver.note("operator killed", step, status)
+        driver.kill_operator(operator)
+    body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
+    (tmp_path / "faults.json").write_text(json.dumps(driver.log, indent=1))
+    steps = {entry["step"] for entry in driver.log}
+    print(f"operator kills: {len(driver.log)}, steps covered: {sorted(steps)}")
+    assert len(driver.log) >= KILLS, f"the experiment ended after {len(driver.log)} kills"
+    assert steps == {s.name for s in STEPS}
+
+    verdict = check_experiment(cluster, namespace, body)
+    print(f"invariants: {verdict}")
+    assert verdict.violations == []
+    assert (verdict.planned, verdict.recorded) == (12, 12)
+    assert body["status"]["phase"] == "Succeeded", body["status"]
+
+    deleted = cluster.kubectl("delete", "bx", name, "-n", namespace, "--timeout=180s")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: check_nothing_left(cluster, namespace) == [], 120,
+             "the garbage collector to remove every child")  # fmt: skip
