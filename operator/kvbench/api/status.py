@@ -125,6 +125,10 @@ class AttemptFailure(ApiModel):
     attempt: int = Field(..., ge=1)
     reason: str
     message: str
+    raw_results: str | None = Field(
+        None, description="The attempt's result document, kept as evidence, never aggregated"
+    )
+    partial: bool = Field(False, description="The load generator was stopped before its run ended")
 
 
 class RunRecord(ApiModel):

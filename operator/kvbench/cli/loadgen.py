@@ -6,11 +6,13 @@ kubeconfig outside a pod), so it is kept the moment the load ends, whatever the 
 
 A progress bar on a terminal; in a Job (no TTY) a few log lines only. Request errors are
 data in the result, not a failure of the command: it exits non-zero only when the config is
-invalid or the run could not be carried out at all.
+invalid or the run could not be carried out at all, and (128 + 15) when SIGTERM stopped it:
+then the document it wrote is marked partial.
 """
 
 import logging
 import os
+import signal
 import socket
 import sys
 from contextlib import AbstractContextManager, nullcontext
@@ -140,6 +142,8 @@ def loadgen(
         console.print(message)
     else:
         log.info("%s -> %s", message, " and ".join(kept))
+    if result.partial is not None:
+        sys.exit(128 + signal.SIGTERM)  # the run did not end: the Job must not read success
 
 
 def outcome_line(result: LoadgenResult) -> str:

@@ -9,6 +9,7 @@ after an operator restart: nothing the runner relies on lives only in this proce
 """
 
 import asyncio
+import logging
 import threading
 import time
 from datetime import datetime
@@ -48,6 +49,7 @@ from kvbench.runner.failures import (
     Forbidden,
     ImagePullFailed,
     LoadFailed,
+    RunFailure,
     RunTimeout,
     Unschedulable,
     WorkersNotReady,
@@ -55,10 +57,26 @@ from kvbench.runner.failures import (
 
 __all__ = ["KubernetesCluster", "kube_problems"]
 
+log = logging.getLogger(__name__)
+
 _WATCH_SLICE = 5
 """Seconds a watch runs before it is renewed: bounds how long a cancelled wait's thread
 lives on."""
+_API_PATIENCE = 60.0
+"""Seconds a transient API error (5xx, 429, 409, no connection) is retried before it fails
+the attempt."""
+_STOP_WAIT = 20.0
+"""Seconds a stopped load generator gets to write its partial result (its pod's deletion
+grace period is 5 s)."""
 _PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+
+
+def _exit_code(pod: Any) -> int | None:
+    """The exit code of the pod's (first) container once it terminated."""
+    for status in pod.status.container_statuses or []:
+        if status.state and status.state.terminated:
+            return int(status.state.terminated.exit_code)
+    return None
 
 
 def kube_problems(spec: ExperimentSpec) -> list[str]:
@@ -124,19 +142,35 @@ class KubernetesCluster(Cluster):
         return spec.simulator.on_cluster
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """A blocking API call in a thread; API outages become a typed failure."""
-        try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except ApiException as err:
-            if err.status >= 500 or err.status == 429:
-                raise ApiUnavailable(f"API server answered {err.status}: {err.reason}") from err
-            if err.status in (401, 403):
-                raise Forbidden(
-                    f"API server refused {getattr(fn, '__name__', fn)}: {err.body}"
-                ) from err
-            raise
-        except (ConnectionError, OSError) as err:
-            raise ApiUnavailable(f"API server unreachable: {err}") from err
+        """A blocking API call in a thread. An API server that is restarting, overloaded or
+        refusing writes for a while (5xx, 429, 409, no connection) is retried with back-off
+        for `_API_PATIENCE` seconds, then becomes a typed failure: a passing outage must not
+        cost a run its attempt. Every call kvbench makes is idempotent (apply, delete by UID,
+        reads), so a repeat is safe."""
+        deadline = time.monotonic() + _API_PATIENCE
+        pause = 0.5
+        while True:
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except ApiException as err:
+                if err.status in (401, 403):
+                    raise Forbidden(
+                        f"API server refused {getattr(fn, '__name__', fn)}: {err.body}"
+                    ) from err
+                if not (err.status >= 500 or err.status in (409, 429)):
+                    raise
+                failure: RunFailure = ApiUnavailable(
+                    f"API server answered {err.status}: {err.reason} "
+                    f"({getattr(fn, '__name__', fn)}, for {_API_PATIENCE:.0f} s)"
+                )
+                cause: Exception = err
+            except (ConnectionError, OSError) as err:
+                failure, cause = ApiUnavailable(f"API server unreachable: {err}"), err
+            if time.monotonic() + pause > deadline:
+                raise failure from cause
+            log.warning("%s; retrying in %.1f s", failure, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
     async def recover(self, keep: ChildNames | None) -> None:
         def spare(kind: str, name: str) -> bool:
@@ -562,6 +596,9 @@ class KubernetesCluster(Cluster):
                 assert state.document is not None
                 return state.document
             if state.phase == "failed":
+                document = await self._late_document(names)
+                if document is not None:  # stopped (SIGTERM), it wrote what it measured
+                    return document
                 reason = state.reason or ""
                 if "DeadlineExceeded" in reason:
                     raise RunTimeout(f"{reason} (timeouts.run)")
@@ -569,9 +606,51 @@ class KubernetesCluster(Cluster):
             if state.phase == "absent":
                 raise LoadFailed(f"Job {names.load} is gone and left no result")
             if time.monotonic() >= deadline:
+                document = await self._stop_load(names)
+                if document is not None:
+                    return document
                 await self.release_load(names, keep=False)
                 raise RunTimeout(f"Job {names.load} still running after {timeout:.0f} s: deleted")
             await self._call(watch_job)
+
+    async def _stop_load(self, names: ChildNames) -> bytes | None:
+        """Stop the attempt's load generator as its Job's deadline does (its pod deleted with
+        its grace period: SIGTERM) and wait for the partial result it then writes."""
+        pods = await self._call(
+            self.core.list_namespaced_pod,
+            self.exp.namespace,
+            label_selector=f"job-name={names.load}",
+        )
+        for pod in pods.items:
+            await self._call(self._delete_pod, pod.metadata.name, pod.metadata.uid)
+        deadline = time.monotonic() + _STOP_WAIT
+        while time.monotonic() < deadline:
+            document = await self._document(names)
+            if document is not None:
+                return document
+            await asyncio.sleep(1.0)
+        return None
+
+    async def _late_document(self, names: ChildNames) -> bytes | None:
+        """The partial result of a load generator its Job has just stopped (a deadline, a
+        deleted pod): it may still be writing it while its pod terminates (exit 143)."""
+        deadline = time.monotonic() + _STOP_WAIT
+        while True:
+            document = await self._document(names)
+            if document is not None:
+                return document
+            pods = await self._call(
+                self.core.list_namespaced_pod,
+                self.exp.namespace,
+                label_selector=f"job-name={names.load}",
+            )
+            stopping = any(
+                pod.metadata.deletion_timestamp is not None or _exit_code(pod) == 143
+                for pod in pods.items
+            )
+            if not stopping or time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(1.0)
 
     async def _load_log(self, names: ChildNames) -> str:
         pods = await self._call(

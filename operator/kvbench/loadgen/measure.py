@@ -6,11 +6,14 @@ first, to completion, and appear in the document only as records marked `warmup`
 """
 
 import asyncio
+import contextlib
 import gc
+import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
 from kvbench.loadgen.attribution import attribute_responses
@@ -39,12 +42,19 @@ ProgressCallback = Callable[[str, int, int], None]
 
 
 def run_sync(config: RunConfig, progress: ProgressCallback | None = None) -> LoadgenResult:
-    """Run on uvloop when it is installed (the measured path's speed depends on it)."""
+    """Run on uvloop when it is installed (the measured path's speed depends on it). SIGTERM
+    (a Job's deadline, a deleted pod) stops the run and returns what it has, marked partial."""
+
+    async def until_terminated() -> LoadgenResult:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        return await run_load(config, progress, stop)
+
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(run_load(config, progress))
-    return uvloop.run(run_load(config, progress))
+        return asyncio.run(until_terminated())
+    return uvloop.run(until_terminated())
 
 
 def make_counter_source(metrics: MetricsConfig | None) -> CounterSource | None:
@@ -84,6 +94,7 @@ class _Phase:
         self, name: str, requests: list[Request], bodies: list[bytes], schedule: Schedule
     ) -> list[Attempt]:
         attempts: list[Attempt | None] = [None] * len(requests)
+        self.sent = attempts
         done = 0
 
         async def send(request: Request, due: float) -> None:
@@ -99,12 +110,45 @@ class _Phase:
         await drive(requests, schedule, send)
         return [a for a in attempts if a is not None]
 
+    def cut_short(self) -> list[Attempt]:
+        """The phase's attempts when it was stopped: those in flight become `cancelled`."""
+        now = time.perf_counter()
+        attempts = [a for a in self.sent if a is not None]
+        for attempt in attempts:
+            if not attempt.done and attempt.error_kind is None:
+                attempt.fail("cancelled", "the load generator was stopped before the response")
+                attempt.end = attempt.end or now
+        return attempts
 
-async def run_load(config: RunConfig, progress: ProgressCallback | None = None) -> LoadgenResult:
+
+async def _unless_stopped(
+    phase: _Phase, run: Coroutine[Any, Any, list[Attempt]], stop: asyncio.Event | None
+) -> tuple[list[Attempt], bool]:
+    """The phase's attempts, and whether `stop` was set before it finished."""
+    task = asyncio.ensure_future(run)
+    if stop is None:
+        return await task, False
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        stopped.cancel()
+        return task.result(), False
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return phase.cut_short(), True
+
+
+async def run_load(
+    config: RunConfig,
+    progress: ProgressCallback | None = None,
+    stop: asyncio.Event | None = None,
+) -> LoadgenResult:
     """Carry out the run and return its result; request failures are records, not raised.
 
     A failed counter read is reported in the document (`counters.error`), not raised, so the
-    requests already measured are kept.
+    requests already measured are kept. When `stop` is set the run ends there: the document
+    holds every request sent so far and says it is partial.
     """
     sequence = build_sequence(
         config.workload, config.point, config.seed, config.warmup, config.tokens
@@ -118,16 +162,28 @@ async def run_load(config: RunConfig, progress: ProgressCallback | None = None) 
     ) as client:
         phase = _Phase(config, client, progress)
         warm_schedule = warmup_schedule(config.point, schedule.kind == "scheduled")
-        warm = await phase.run(
-            "warmup", sequence.warmup, phase.bodies(sequence.warmup), warm_schedule
+        warm, stopped = await _unless_stopped(
+            phase,
+            phase.run("warmup", sequence.warmup, phase.bodies(sequence.warmup), warm_schedule),
+            stop,
         )
+        partial = "stopped (SIGTERM) during the warm-up" if stopped else None
         bodies = phase.bodies(sequence.measured)
-        before = await _read(counters, report)
+        before = None if stopped else await _read(counters, report)
         monitor = LoopMonitor()
         monitor.start()
         with _no_gc_pauses():
             began = time.perf_counter()
-            measured = await phase.run("measured", sequence.measured, bodies, schedule)
+            measured: list[Attempt] = []
+            if not stopped:
+                measured, stopped = await _unless_stopped(
+                    phase, phase.run("measured", sequence.measured, bodies, schedule), stop
+                )
+                if stopped:
+                    partial = (
+                        f"stopped (SIGTERM) in the measured window after {len(measured)} of "
+                        f"{len(sequence.measured)} requests were sent"
+                    )
         window_start = min((a.start for a in measured), default=began)
         window_end = max((a.end for a in measured), default=window_start)
         lateness = _lateness_p99(measured) if schedule.offsets is not None else None
@@ -163,7 +219,9 @@ async def run_load(config: RunConfig, progress: ProgressCallback | None = None) 
         summary=summary,
         client=health,
         counters=report,
+        partial=partial,
         warnings=[
+            *([f"partial: {partial}"] if partial else []),
             *([f"counters not read: {report.error}"] if report.error else []),
             *warnings(summary, health.reasons, config.time_scale, _observed_scale(records)),
         ],

@@ -118,6 +118,12 @@ class LoadgenResult(ApiModel):
     client: ClientHealth
     counters: CounterReport
     warnings: list[str] = Field(default_factory=list)
+    partial: str | None = Field(
+        None,
+        description="Set when the load generator was stopped before its run ended: why, and "
+        "how far it got. The requests sent so far are all in the document; requests in flight "
+        "are errors of kind `cancelled`, requests never sent are absent.",
+    )
     requests: RequestColumns
     config: RunConfig
 

@@ -29,7 +29,13 @@ from kvbench.loadgen.results import read_result
 from kvbench.plan import Plan, PlannedRun, plan_experiment
 from kvbench.runner.aggregate import aggregate
 from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, Cluster, WorkerInfo
-from kvbench.runner.failures import RunFailure, SpecNotRunnable, WorkersDisturbed
+from kvbench.runner.failures import (
+    LoadStopped,
+    RunFailure,
+    RunTimeout,
+    SpecNotRunnable,
+    WorkersDisturbed,
+)
 from kvbench.runner.mapping import build_run_config, failed_record, run_record
 from kvbench.runner.states import RunStage, RunState
 from kvbench.runner.status import experiment_status
@@ -203,7 +209,13 @@ class ExperimentRunner:
         detail = str(failure)
         if self._workers:
             detail += await self._log_tails()
-        reason = AttemptFailure(attempt=state.attempt, reason=failure.reason, message=detail)
+        reason = AttemptFailure(
+            attempt=state.attempt,
+            reason=failure.reason,
+            message=detail,
+            raw_results=state.raw,
+            partial=failure.partial,
+        )
         self._forget_workers()
         await self.cluster.release_load(state.names, keep=self.spec.cleanup.keep_jobs)
         retrying = state.attempt <= self.spec.execution.retries
@@ -292,9 +304,19 @@ class ExperimentRunner:
         document = await self.cluster.wait_load(state.names, remaining)
         disturbed = await self.cluster.check_workers(state.workers)
         raw = await asyncio.to_thread(self.store.save_raw, state.names, document)
+        partial = read_result(document).partial
         if disturbed:
             self._current = state.model_copy(update={"raw": raw})
             raise WorkersDisturbed(disturbed)
+        if partial is not None:
+            self._current = state.model_copy(update={"raw": raw})
+            late = (
+                _now() - state.load_started_at
+            ).total_seconds() >= self.spec.timeouts.run_seconds
+            failure = RunTimeout if late else LoadStopped
+            stopped = failure(f"the load generator {partial}; its partial result is kept")
+            stopped.partial = True
+            raise stopped
         state = await self._save(
             run, state.model_copy(update={"stage": RunStage.COLLECTING, "raw": raw})
         )

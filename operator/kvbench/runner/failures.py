@@ -20,10 +20,12 @@ __all__ = [
 
 
 class RunFailure(Exception):
-    """A run attempt that produced no valid record."""
+    """A run attempt that produced no valid record. `partial`: it left a result document of
+    part of its run (kept as evidence, never aggregated)."""
 
     reason = "RunFailed"
     permanent = False
+    partial = False
 
 
 class SpecNotRunnable(RunFailure):
@@ -74,6 +76,14 @@ class LoadFailed(RunFailure):
     """The load generator ended without a result document."""
 
     reason = "LoadFailed"
+
+
+class LoadStopped(RunFailure):
+    """The load generator was stopped (SIGTERM: its pod deleted or evicted) before its run
+    ended; the part it measured is kept, marked partial."""
+
+    reason = "LoadStopped"
+    partial = True
 
 
 class RunTimeout(RunFailure):

@@ -28,7 +28,9 @@ from kvbench.runner.failures import LoadFailed
 PROMPT = 2371
 
 
-def fake_result(config: RunConfig, digest: str, workers: list[str]) -> bytes:
+def fake_result(
+    config: RunConfig, digest: str, workers: list[str], partial: str | None = None
+) -> bytes:
     """A result document for `config`: `measured` requests, the article's capacity share of
     them hits (3.95 / prefixes), every worker's counters agreeing with the responses."""
     prefixes = config.point.prefixes or 1
@@ -88,25 +90,29 @@ def fake_result(config: RunConfig, digest: str, workers: list[str]) -> bytes:
         counters=CounterReport(source="direct" if pods else None, pods=pods or None),
         requests=RequestColumns.from_records(records),
         config=config,
+        partial=partial,
     )
     return result.encode()
 
 
 class FakeCluster(Cluster):
-    """Records calls; `fail_loads` makes the n-th loads (1-based) fail, `disturb` makes the
-    worker check report a restart after those loads, `problems_found` fails the preflight."""
+    """Records calls; `fail_loads` makes the n-th loads (1-based) fail, `stop_loads` makes
+    them end early with a partial result, `disturb` makes the worker check report a restart
+    after those loads, `problems_found` fails the preflight."""
 
     def __init__(
         self,
         fail_loads: set[int] | None = None,
         disturb: set[int] | None = None,
         problems_found: list[str] | None = None,
+        stop_loads: set[int] | None = None,
     ) -> None:
         self.calls: list[str] = []
         self.starts = 0
         self.loads_started = 0
         self.loads_waited = 0
         self.fail_loads = fail_loads or set()
+        self.stop_loads = stop_loads or set()
         self.disturb = disturb or set()
         self.problems_found = problems_found or []
         self.configs: dict[str, RunConfig] = {}
@@ -161,7 +167,8 @@ class FakeCluster(Cluster):
             self.states[names.load] = LoadState(phase="failed", reason="load generator failed")
         else:
             workers = list(config.metrics.pods) if config.metrics else []
-            document = fake_result(config, f"sha256:{config.seed:x}", workers)
+            partial = "stopped (SIGTERM)" if self.loads_started in self.stop_loads else None
+            document = fake_result(config, f"sha256:{config.seed:x}", workers, partial)
             self.states[names.load] = LoadState(phase="succeeded", document=document)
 
     async def load_state(self, names):

@@ -110,7 +110,25 @@ def test_a_disturbed_window_is_never_recorded_as_good(tmp_path: Path) -> None:
     assert first.failed_attempts[0].reason == "WorkersDisturbed"
     assert "w0: restarted" in first.failed_attempts[0].message
     assert (tmp_path / "raw" / "r0-a1.json.gz").exists(), "the void attempt's result is kept"
+    assert first.failed_attempts[0].raw_results == "raw/r0-a1.json.gz"
     assert first.raw_results == "raw/r0-a2.json.gz"
+
+
+def test_a_load_stopped_early_is_kept_partial_retried_and_left_out_of_aggregates(
+    tmp_path: Path,
+) -> None:
+    store = DirectoryStore(tmp_path)
+    result = _run(_experiment(), FakeCluster(stop_loads={1}), store)
+    first = result.records[0]
+    [stopped] = first.failed_attempts
+    assert (stopped.reason, stopped.partial) == ("LoadStopped", True)
+    assert "stopped (SIGTERM)" in stopped.message
+    assert stopped.raw_results == "raw/r0-a1.json.gz"
+    assert (tmp_path / stopped.raw_results).exists(), "the partial result is kept"
+    assert (first.attempt, first.raw_results) == (2, "raw/r0-a2.json.gz")
+    assert not result.failed
+    trials = {p.trials for p in store.aggregate()}
+    assert trials == {2}, "every point aggregates its two good trials, the partial one not"
 
 
 def test_a_spec_the_back_end_cannot_run_fails_before_anything(tmp_path: Path) -> None:

@@ -61,7 +61,9 @@ class LocalLoads:
     async def wait(self, names: ChildNames, timeout: float) -> bytes:
         child = self.children.get(names.load)
         if child is not None and not await self.children.wait_exit(child, timeout):
-            await self.children.stop(child)
+            await self.children.stop(child)  # SIGTERM: it writes what it has, marked partial
+            if self._result(names).exists():
+                return self._result(names).read_bytes()
             raise RunTimeout(
                 f"load generator {names.load} still running after {timeout:.0f} s "
                 "(timeouts.run): stopped"

@@ -1,0 +1,145 @@
+"""One fault per experiment, in the middle of a run: a worker pod deleted in the measured
+window, a worker that crash-loops, a worker never Ready, the load generator's pod killed,
+past its deadline, or deleted. Each disturbed window is retried or the run failed with a
+reason, never recorded good; partial results are kept and marked; nothing is left behind."""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from campaign import STEPS, Driver
+from experiments import small_experiment
+from invariants import check_experiment, check_nothing_left
+
+from kvbench.api import RunRecord
+from kvbench.kube.store import ConfigMapStore
+from kvbench.testing.cluster import TestCluster
+from kvbench.testing.experiments import apply, wait_phase
+from kvbench.testing.wait import wait_for
+
+pytestmark = pytest.mark.slow
+WINDOW = next(s for s in STEPS if s.name == "measured window")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault, what it does in the run's measured window, and what the first run must show."""
+
+    name: str
+    spec: dict
+    inject: Callable[[Driver], set[str]] | None
+    check: Callable[[RunRecord], None]
+
+
+def _delete_worker(driver: Driver) -> set[str]:
+    return {driver.delete_pod(driver.run_pods("worker")[0])}
+
+
+def _kill_load(driver: Driver) -> set[str]:
+    return {driver.kill_container(driver.run_pods("loadgen")[0])}
+
+
+def _delete_load(driver: Driver) -> set[str]:
+    pod = driver.run_pods("loadgen")[0]
+    driver.core.delete_namespaced_pod(pod.metadata.name, driver.namespace)  # with its grace
+    return set()
+
+
+def _retried(reason: str, partial: bool = False) -> Callable[[RunRecord], None]:
+    def check(record: RunRecord) -> None:
+        assert record.error is None and record.attempt == 2, record
+        [failure] = record.failed_attempts
+        assert failure.reason == reason, failure
+        assert failure.partial is partial
+        if partial:
+            assert failure.raw_results is not None
+
+    return check
+
+
+def _failed(reason: str, words: str, partial: bool = False) -> Callable[[RunRecord], None]:
+    def check(record: RunRecord) -> None:
+        assert record.error_reason == reason, record
+        assert words in record.error, record.error
+        assert all(f.partial is partial for f in record.failed_attempts)
+        assert len(record.failed_attempts) == 2, "one retry, then failed"
+
+    return check
+
+
+LONG = {"sharedPrefix": {"requestsPerPrefix": 60, "minRequests": 120}}
+FAULTS = [
+    Fault("worker deleted in the window", {}, _delete_worker, _retried("WorkersDisturbed")),
+    Fault(
+        "worker crash-loops",
+        {
+            "engine": {"extraArgs": ["--tokenizer", "/nonexistent/tokenizer"]},
+            "timeouts": {"workersReady": "20s"},
+        },
+        None,
+        _failed("WorkersNotReady", "gpu-0"),
+    ),
+    Fault(
+        "worker never Ready",
+        {"engine": {"extraArgs": ["--load-seconds", "600"]}, "timeouts": {"workersReady": "8s"}},
+        None,
+        _failed("WorkersNotReady", "gpu-0"),
+    ),
+    Fault("load generator killed", {}, _kill_load, _retried("LoadFailed")),
+    Fault(
+        "load generator past its deadline",
+        {"timeouts": {"run": "10s"}, "simulator": {"timeScale": 0.5}, "workload": LONG},
+        None,
+        _failed("RunTimeout", "partial result is kept", partial=True),
+    ),
+    Fault("load generator deleted", {}, _delete_load, _retried("LoadStopped", partial=True)),
+]
+
+
+def _spec(fault: Fault, name: str) -> dict:
+    document = small_experiment(name)
+    spec = document["spec"]
+    for key, value in fault.spec.items():
+        spec[key] = _merged(spec.get(key, {}), value)
+    return document
+
+
+def _merged(base: dict, change: dict) -> dict:
+    return {
+        k: _merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+        for k, v in {**base, **change}.items()
+    }
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
+def test_a_fault_in_a_run_is_retried_or_failed_never_recorded_good(
+    cluster: TestCluster, namespace: str, operator: dict, seed: int, fault: Fault, tmp_path: Path
+) -> None:
+    name = "faulty"
+    document = _spec(fault, name)
+    apply(cluster, namespace, document)
+    driver = Driver(cluster, namespace, name, seed)
+    disturbed: set[str] = set()
+    if fault.inject is not None:
+        status = driver.wait_step(WINDOW, 600)
+        assert status is not None, "the experiment ended before the fault"
+        disturbed = fault.inject(driver)
+        driver.note(fault.name, WINDOW, status, pods=sorted(disturbed))
+    body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
+    (tmp_path / "faults.json").write_text(json.dumps(driver.log, indent=1))
+    verdict = check_experiment(cluster, namespace, body, disturbed)
+    print(f"{fault.name}: {verdict}")
+    assert verdict.violations == []
+    store = ConfigMapStore(driver.core, namespace, name, body["metadata"]["uid"], {})
+    store.load()
+    first = next(r for r in store.records() if r.index == 0)
+    fault.check(first)
+    if fault.inject is not None:
+        assert body["status"]["phase"] == "Succeeded", body["status"]
+        assert verdict.recorded == verdict.planned
+    deleted = cluster.kubectl("delete", "bx", name, "-n", namespace, "--timeout=180s")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: check_nothing_left(cluster, namespace) == [], 120,
+             "the garbage collector to remove every child")  # fmt: skip
