@@ -2,9 +2,13 @@
 
 Every child is named from the experiment (and the run's index and attempt), labelled with
 the experiment's UID, and owned by the experiment, so two experiments never touch each
-other's objects and deleting an experiment deletes everything it made. Containers run as
-non-root with no privilege escalation, all capabilities dropped and a RuntimeDefault seccomp
-profile; vLLM's flags are an argument list, never a shell string.
+other's objects and deleting an experiment deletes everything it made. Every pod passes the
+restricted Pod Security Standard (`kvbench.kube.pod_security`; a `modelCache.hostPath` is the
+one exception, the user's choice): user and group 10001, no privilege escalation, all
+capabilities dropped, a RuntimeDefault seccomp profile, and a read-only root filesystem for
+every image known to write only to /tmp (an emptyDir): the project's image and vllm-router's.
+vLLM's own image keeps a writable root (docs/operator.md, "Pod hardening", says why). vLLM's
+flags are an argument list, never a shell string.
 """
 
 import hashlib
@@ -111,13 +115,38 @@ class ExperimentRef(BaseModel):
         return kube_name(self.name, pool, limit=52)
 
 
-_SECURE = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "runAsUser": 10001,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
+_USER_ID = 10001
+"""The project image's user and group (its Dockerfile); every container runs as them."""
+
+
+def _pod_security() -> dict[str, Any]:
+    return {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _security(read_only_root: bool) -> dict[str, Any]:
+    """A container's security context. `read_only_root` where the image writes nowhere but
+    /tmp (an emptyDir here, and HOME): checked by running it, docs/operator.md says how."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": read_only_root,
+        "runAsNonRoot": True,
+        "runAsUser": _USER_ID,
+        "runAsGroup": _USER_ID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _tmp_mount() -> dict[str, Any]:
+    return {"name": "tmp", "mountPath": "/tmp"}
+
+
+def _tmp_volume() -> dict[str, Any]:
+    """Scratch space (and HOME) that a read-only root leaves writable."""
+    return {"name": "tmp", "emptyDir": {}}
+
+
 _POD_ENV = [
     {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -185,8 +214,9 @@ def _engine_container(
         "startupProbe": {**probe, "failureThreshold": ready_seconds // 2 + 5},
         "readinessProbe": {**probe, "failureThreshold": 3},
         "resources": _resources(pool.resources),
-        "securityContext": _SECURE,
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        # The simulator is the project's image; vLLM's keeps a writable root (Pod hardening).
+        "securityContext": _security(read_only_root=spec.simulator.on_cluster),
+        "volumeMounts": [_tmp_mount()],
     }
     if engine.model_cache is not None:
         container["volumeMounts"].append(
@@ -197,7 +227,7 @@ def _engine_container(
 
 
 def _volumes(engine: EngineSpec) -> list[dict[str, Any]]:
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    volumes: list[dict[str, Any]] = [_tmp_volume()]
     cache = engine.model_cache
     if cache is None:
         return volumes
@@ -273,7 +303,7 @@ def worker_objects(
                         "spec": {
                             "automountServiceAccountToken": False,
                             "enableServiceLinks": False,
-                            "securityContext": {"runAsNonRoot": True},
+                            "securityContext": _pod_security(),
                             "terminationGracePeriodSeconds": 10,
                             "containers": [_engine_container(exp, spec, engine, pool)],
                             "volumes": _volumes(engine),
@@ -318,19 +348,22 @@ def router_objects(
                     "spec": {
                         "automountServiceAccountToken": False,
                         "enableServiceLinks": False,
-                        "securityContext": {"runAsNonRoot": True},
+                        "securityContext": _pod_security(),
                         "containers": [
                             {
                                 "name": "router",
                                 "image": image,
                                 "command": ["vllm-router"],
                                 "args": args,
-                                "env": list(_POD_ENV),
+                                # A read-only root: HOME where the router may write.
+                                "env": [*_POD_ENV, {"name": "HOME", "value": "/tmp"}],
                                 "ports": [{"name": "http", "containerPort": 8000}],
                                 "readinessProbe": probe,
-                                "securityContext": _SECURE,
+                                "securityContext": _security(read_only_root=True),
+                                "volumeMounts": [_tmp_mount()],
                             }
                         ],
+                        "volumes": [_tmp_volume()],
                     },
                 },
             },
@@ -452,7 +485,7 @@ def load_job(
                     "serviceAccountName": exp.load_account,
                     "automountServiceAccountToken": True,
                     "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True},
+                    "securityContext": _pod_security(),
                     "containers": [
                         {
                             "name": "loadgen",
@@ -466,15 +499,19 @@ def load_job(
                                 }
                             ],
                             "resources": _resources(placement.resources),
-                            "securityContext": _SECURE,
-                            "volumeMounts": [{"name": "config", "mountPath": "/config"}],
+                            "securityContext": _security(read_only_root=True),
+                            "volumeMounts": [
+                                {"name": "config", "mountPath": "/config", "readOnly": True},
+                                _tmp_mount(),
+                            ],
                         }
                     ],
                     "volumes": [
+                        _tmp_volume(),
                         {
                             "name": "config",
                             "configMap": {"name": kube_name(names.prefix, "config")},
-                        }
+                        },
                     ],
                     **pod_placement,
                 },
