@@ -23,7 +23,7 @@ NEEDED = {
     "events": {"create", "patch"},
     "events.events.k8s.io": {"create", "patch"},
     "customresourcedefinitions.apiextensions.k8s.io": {"list", "watch"},
-    "nodes": {"get"},
+    "nodes": {"get", "list"},
 }
 """Granted to every authenticated account by Kubernetes itself, not by the chart."""
 BUILTIN = {

@@ -118,12 +118,12 @@ class Driver:
         """SIGKILL the pod's container process on its node (the test cluster's pods are local
         processes): the container fails with exit 137 as after an OOM kill."""
         uid = str(pod.metadata.uid)
-        for pid in _pids_with_env("POD_UID", uid) or _pids_with_env("POD_NAME", pod.metadata.name):
+        for pid in pids_with_env("POD_UID", uid) or pids_with_env("POD_NAME", pod.metadata.name):
             os.kill(pid, signal.SIGKILL)
         return uid
 
 
-def _pids_with_env(name: str, value: str) -> list[int]:
+def pids_with_env(name: str, value: str) -> list[int]:
     wanted = f"{name}={value}".encode()
     found = []
     for entry in Path("/proc").iterdir():

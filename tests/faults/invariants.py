@@ -29,6 +29,8 @@ class Verdict:
     failed: int = 0
     retried: int = 0
     violations: list[str] = field(default_factory=list)
+    retries: list[str] = field(default_factory=list)
+    """Why each retried run's earlier attempts failed, for the campaign's report."""
 
 
 def _records(cluster: TestCluster, namespace: str, name: str, uid: str) -> list[RunRecord]:
@@ -66,6 +68,10 @@ def check_experiment(
             continue
         record = found[0]
         verdict.retried += record.attempt > 1
+        verdict.retries += [
+            f"{run.index} attempt {f.attempt}: {f.reason}: {f.message.splitlines()[0][:200]}"
+            for f in record.failed_attempts
+        ]
         if record.error is not None:
             verdict.failed += 1
             if not record.error_reason:

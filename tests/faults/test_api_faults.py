@@ -22,6 +22,8 @@ def _finish(cluster: TestCluster, namespace: str, name: str, disturbed: set[str]
     body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
     verdict = check_experiment(cluster, namespace, body, disturbed)
     print(f"{name}: {verdict}")
+    for record in verdict.retries:
+        print(f"  run {record}")
     assert verdict.violations == []
     assert body["status"]["phase"] == "Succeeded", body["status"]
     assert verdict.recorded == verdict.planned
@@ -45,7 +47,7 @@ def test_writes_refused_for_a_while_cost_no_run(
         webhook.refusing = True
         time.sleep(REFUSAL_SECONDS)
         webhook.refusing = False
-        driver.note(f"writes refused for {REFUSAL_SECONDS} s", None, status, **webhook.refused)
+        driver.note(f"writes refused for {REFUSAL_SECONDS} s", None, status, codes=webhook.refused)
     print(f"writes refused at {step}: {webhook.refused}")
     assert webhook.refused[503] > 0 and webhook.refused[409] > 0
     _finish(cluster, namespace, name, set())

@@ -9,17 +9,20 @@ after an operator restart: nothing the runner relies on lives only in this proce
 """
 
 import asyncio
-import logging
+import functools
 import threading
 import time
+import weakref
 from datetime import datetime
 from typing import Any
 
 import httpx
 import kubernetes
+import urllib3
 from kubernetes.client.rest import ApiException
 
 from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
+from kvbench.kube.capacity import Shortfall, gpu_count, gpu_shortfall
 from kvbench.kube.manifests import (
     KV_EVENTS_PORT,
     LABEL_ATTEMPT,
@@ -31,7 +34,7 @@ from kvbench.kube.manifests import (
     worker_objects,
 )
 from kvbench.kube.objects import KubeObjects, selector_string
-from kvbench.kube.results import read_result_document, result_configmap_names
+from kvbench.kube.results import read_result_document, result_configmap_names, with_retries
 from kvbench.loadgen.config import RunConfig
 from kvbench.loadgen.counters import parse_metrics
 from kvbench.runner.cluster.base import (
@@ -49,15 +52,14 @@ from kvbench.runner.failures import (
     Forbidden,
     ImagePullFailed,
     LoadFailed,
-    RunFailure,
+    NoCapacity,
     RunTimeout,
+    SpecNotRunnable,
     Unschedulable,
     WorkersNotReady,
 )
 
 __all__ = ["KubernetesCluster", "kube_problems"]
-
-log = logging.getLogger(__name__)
 
 _WATCH_SLICE = 5
 """Seconds a watch runs before it is renewed: bounds how long a cancelled wait's thread
@@ -65,10 +67,26 @@ lives on."""
 _API_PATIENCE = 60.0
 """Seconds a transient API error (5xx, 429, 409, no connection) is retried before it fails
 the attempt."""
+_BIND_WAIT = 60.0
+"""Seconds the capacity lock waits for new worker pods to be placed."""
 _STOP_WAIT = 20.0
 """Seconds a stopped load generator gets to write its partial result (its pod's deletion
 grace period is 5 s)."""
 _PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+
+
+_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _capacity_lock() -> asyncio.Lock:
+    """One per event loop (the operator's): between one experiment's capacity check and its
+    pods' placement no other experiment checks, so two never count the same free GPUs."""
+    loop = asyncio.get_running_loop()
+    if loop not in _LOCKS:
+        _LOCKS[loop] = asyncio.Lock()
+    return _LOCKS[loop]
 
 
 def _exit_code(pod: Any) -> int | None:
@@ -144,33 +162,24 @@ class KubernetesCluster(Cluster):
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A blocking API call in a thread. An API server that is restarting, overloaded or
         refusing writes for a while (5xx, 429, 409, no connection) is retried with back-off
-        for `_API_PATIENCE` seconds, then becomes a typed failure: a passing outage must not
-        cost a run its attempt. Every call kvbench makes is idempotent (apply, delete by UID,
-        reads), so a repeat is safe."""
-        deadline = time.monotonic() + _API_PATIENCE
-        pause = 0.5
-        while True:
-            try:
-                return await asyncio.to_thread(fn, *args, **kwargs)
-            except ApiException as err:
-                if err.status in (401, 403):
-                    raise Forbidden(
-                        f"API server refused {getattr(fn, '__name__', fn)}: {err.body}"
-                    ) from err
-                if not (err.status >= 500 or err.status in (409, 429)):
-                    raise
-                failure: RunFailure = ApiUnavailable(
-                    f"API server answered {err.status}: {err.reason} "
-                    f"({getattr(fn, '__name__', fn)}, for {_API_PATIENCE:.0f} s)"
-                )
-                cause: Exception = err
-            except (ConnectionError, OSError) as err:
-                failure, cause = ApiUnavailable(f"API server unreachable: {err}"), err
-            if time.monotonic() + pause > deadline:
-                raise failure from cause
-            log.warning("%s; retrying in %.1f s", failure, pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 5.0)
+        for `_API_PATIENCE` seconds (`with_retries`, the load generator's own policy), then
+        becomes a typed failure: a passing outage must not cost a run its attempt. Every call
+        kvbench makes is idempotent (apply, delete by UID, reads), so a repeat is safe."""
+        name = getattr(fn, "__name__", str(fn))
+        call = functools.partial(fn, *args, **kwargs)
+        try:
+            return await asyncio.to_thread(with_retries, call, name, _API_PATIENCE)
+        except ApiException as err:
+            if err.status in (401, 403):
+                raise Forbidden(f"API server refused {name}: {err.body}") from err
+            if err.status >= 500 or err.status in (409, 429):
+                raise ApiUnavailable(
+                    f"API server answered {err.status}: {err.reason} ({name}, for "
+                    f"{_API_PATIENCE:.0f} s)"
+                ) from err
+            raise
+        except (ConnectionError, OSError, urllib3.exceptions.HTTPError) as err:
+            raise ApiUnavailable(f"API server unreachable: {err}") from err
 
     async def recover(self, keep: ChildNames | None) -> None:
         def spare(kind: str, name: str) -> bool:
@@ -230,16 +239,55 @@ class KubernetesCluster(Cluster):
     ) -> list[WorkerInfo]:
         if arm.external is not None:
             return await self._external_workers(arm)
-        old = {name: pod.metadata.uid for name, pod in (await self._worker_pods()).items()}
-        for manifest in worker_objects(self.exp, spec, variant, engine):
-            await self._call(self.objects.apply, manifest)
-        for name, uid in old.items():
-            await self._call(self._delete_pod, name, uid)
         expected = self._pod_names(spec)
+        async with _capacity_lock():
+            shortfall = await self._call(self._gpu_shortfall, spec)
+            if shortfall is not None and shortfall.never:
+                raise SpecNotRunnable([f"spec.workers: {shortfall.message}"])
+            if shortfall is not None:
+                raise NoCapacity(shortfall.message)
+            old = {name: pod.metadata.uid for name, pod in (await self._worker_pods()).items()}
+            for manifest in worker_objects(self.exp, spec, variant, engine):
+                await self._call(self.objects.apply, manifest)
+            for name, uid in old.items():
+                await self._call(self._delete_pod, name, uid)
+            await self._wait_bound(expected, set(old.values()), spec.timeouts.workers_ready_seconds)
         pods = await self._watch_ready(
             expected, set(old.values()), spec.timeouts.workers_ready_seconds
         )
         return [await self._worker_info(pods[name], engine) for name in expected]
+
+    def _gpu_shortfall(self, spec: ExperimentSpec) -> Shortfall | None:
+        if not any(gpu_count(pool) for pool in spec.workers):
+            return None
+        nodes = self.core.list_node().items
+        try:
+            pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=").items
+        except ApiException as err:
+            if err.status != 403:
+                raise
+            # Watching a namespace list, the operator reads pods there only: GPUs taken in
+            # other namespaces show as Unschedulable workers (docs/operator.md).
+            pods = self.core.list_namespaced_pod(
+                self.exp.namespace, field_selector="spec.nodeName!="
+            ).items
+        return gpu_shortfall(spec, nodes, pods, self.exp.uid)
+
+    async def _wait_bound(self, expected: list[str], old_uids: set[str], timeout: float) -> None:
+        """Until the scheduler has placed every new worker pod (then a next experiment's
+        capacity check counts their GPUs); no longer than `timeout` (the readiness wait then
+        says why a pod is not placed)."""
+        deadline = time.monotonic() + min(timeout, _BIND_WAIT)
+        while time.monotonic() < deadline:
+            pods = await self._worker_pods()
+            if all(
+                (pod := pods.get(name)) is not None
+                and pod.metadata.uid not in old_uids
+                and pod.spec.node_name
+                for name in expected
+            ):
+                return
+            await asyncio.sleep(0.5)
 
     def _delete_pod(self, name: str, uid: str) -> None:
         """Delete that very pod (by UID: never its replacement, which the StatefulSet may

@@ -24,6 +24,14 @@ def selector_string(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+def _status_reason(err: ApiException) -> str | None:
+    """The `reason` of the Status an API error carries (AlreadyExists, Conflict, ...)."""
+    try:
+        return json.loads(err.body or "{}").get("reason")
+    except (ValueError, AttributeError):
+        return None
+
+
 class KubeObjects:
     """The typed APIs of one client, addressed by kind."""
 
@@ -60,8 +68,8 @@ class KubeObjects:
         try:
             create(namespace, manifest)
         except ApiException as err:
-            if err.status != 409:
-                raise
+            if err.status != 409 or _status_reason(err) != "AlreadyExists":
+                raise  # a 409 Conflict from a busy API server is a passing refusal: retried
             if manifest["kind"] == "Job":
                 return  # a Job's template is immutable: the existing one is the one
             patch(manifest["metadata"]["name"], namespace, manifest)

@@ -144,7 +144,11 @@ def claim_attempt(api: CoreV1Api, namespace: str, names: list[str], claimant: st
             }
         }
         try:
-            api.patch_namespaced_config_map(names[0], namespace, body)
+            with_retries(
+                functools.partial(api.patch_namespaced_config_map, names[0], namespace, body),
+                f"claiming {namespace}/{names[0]}",
+                conflicts=False,  # a 409 here is another writer: read the claim again
+            )
             return
         except ApiException as err:
             if err.status != 409:

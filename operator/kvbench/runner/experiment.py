@@ -31,6 +31,7 @@ from kvbench.runner.aggregate import aggregate
 from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, Cluster, WorkerInfo
 from kvbench.runner.failures import (
     LoadStopped,
+    NoCapacity,
     RunFailure,
     RunTimeout,
     SpecNotRunnable,
@@ -41,7 +42,10 @@ from kvbench.runner.states import RunStage, RunState
 from kvbench.runner.status import experiment_status
 from kvbench.runner.stores.base import RunStore
 
-__all__ = ["ExperimentResult", "ExperimentRunner", "RunObserver"]
+__all__ = ["CAPACITY_POLL_SECONDS", "ExperimentResult", "ExperimentRunner", "RunObserver"]
+
+CAPACITY_POLL_SECONDS = 5.0
+"""How often an experiment waiting for GPUs asks again (and republishes its status)."""
 
 
 class RunObserver(Protocol):
@@ -110,6 +114,8 @@ class ExperimentRunner:
         self._workers_for: tuple[str, str] | None = None
         self._endpoint: ArmEndpoint | None = None
         self._current: RunState | None = None
+        self._waiting: str | None = None
+        """What the experiment waits for before its next workers can start (their GPUs)."""
 
     async def run(self, on_cancel: Literal["teardown", "detach"] = "teardown") -> ExperimentResult:
         """Carry out every unfinished run, then tear the children down.
@@ -267,9 +273,7 @@ class ExperimentRunner:
         if self.spec.freshness == "restart" or key != self._workers_for or not self._workers:
             self._forget_workers()
             await self.cluster.close_arm()
-            self._workers = await self.cluster.start_workers(
-                self.spec, run.variant, self.spec.engines()[run.variant], arm, state.names
-            )
+            self._workers = await self._start_workers_once_they_fit(run, arm, state)
             self._workers_for = key
         elif self.spec.freshness == "reset-cache":
             await self.cluster.reset_caches(self._workers)
@@ -294,6 +298,23 @@ class ExperimentRunner:
         state = await self._save(run, state.model_copy(update={"load_started_at": _now()}))
         await self._hold(state)
         return state
+
+    async def _start_workers_once_they_fit(
+        self, run: PlannedRun, arm: RoutingArm, state: RunState
+    ) -> list[WorkerInfo]:
+        """Fresh workers; while the cluster has not the GPUs for them, the status says so
+        (Pending, with the reason) and the question is asked again."""
+        while True:
+            try:
+                return await self.cluster.start_workers(
+                    self.spec, run.variant, self.spec.engines()[run.variant], arm, state.names
+                )
+            except NoCapacity as wait:
+                self._waiting = str(wait)
+                await asyncio.to_thread(self._publish)
+                await asyncio.sleep(CAPACITY_POLL_SECONDS)
+            finally:
+                self._waiting = None
 
     async def _collect_load(self, run: PlannedRun, state: RunState) -> RunState:
         """Wait for the load (what is left of `timeouts.run`), check the workers, keep the
@@ -360,5 +381,6 @@ class ExperimentRunner:
                     self.started_at,
                     _now() if finished else None,
                     self.experiment.metadata.generation,
+                    waiting=self._waiting,
                 )
             )

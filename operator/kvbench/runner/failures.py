@@ -28,6 +28,11 @@ class RunFailure(Exception):
     partial = False
 
 
+class NoCapacity(Exception):
+    """Not a failure: the workers' GPUs are taken now. The runner waits, with this reason in
+    the status, and asks again; nothing was started."""
+
+
 class SpecNotRunnable(RunFailure):
     """The back end cannot run this spec at all; each problem names the field."""
 

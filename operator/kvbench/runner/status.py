@@ -61,20 +61,25 @@ def experiment_status(
     started_at: datetime | None,
     finished_at: datetime | None,
     generation: int | None,
+    waiting: str | None = None,
 ) -> ExperimentStatus:
-    """The status of the experiment as the store has it now."""
+    """The status of the experiment as the store has it now; `waiting`: why its next workers
+    cannot start yet (Pending, with that message)."""
     records = store.records()
     failed = [r for r in records if r.error is not None]
     good = [r for r in records if r.error is None]
     total = len(plan.runs)
     if finished_at is None:
-        phase = ExperimentPhase.RUNNING
+        phase = ExperimentPhase.PENDING if waiting else ExperimentPhase.RUNNING
     else:
         phase = ExperimentPhase.FAILED if failed else ExperimentPhase.SUCCEEDED
     running = current if current is not None and not current.stage.finished else None
-    message = None
+    notes = []
     if failed:
-        message = f"{len(failed)} run(s) failed: " + ", ".join(r.id for r in failed[:5])
+        notes.append(f"{len(failed)} run(s) failed: " + ", ".join(r.id for r in failed[:5]))
+    if waiting:
+        notes.append(f"waiting: {waiting}")
+    message = "; ".join(notes) or None
     return ExperimentStatus(
         phase=phase,
         observed_generation=generation,

@@ -23,7 +23,7 @@ from kvbench.loadgen.results import (
 )
 from kvbench.loadgen.summary import summarize_records
 from kvbench.runner.cluster import ChildNames, Cluster, LoadState, UrlEndpoint, WorkerInfo
-from kvbench.runner.failures import LoadFailed
+from kvbench.runner.failures import LoadFailed, NoCapacity
 
 PROMPT = 2371
 
@@ -106,6 +106,7 @@ class FakeCluster(Cluster):
         disturb: set[int] | None = None,
         problems_found: list[str] | None = None,
         stop_loads: set[int] | None = None,
+        busy_gpus: int = 0,
     ) -> None:
         self.calls: list[str] = []
         self.starts = 0
@@ -113,6 +114,8 @@ class FakeCluster(Cluster):
         self.loads_waited = 0
         self.fail_loads = fail_loads or set()
         self.stop_loads = stop_loads or set()
+        self.busy_gpus = busy_gpus
+        """The first `busy_gpus` worker starts find the GPUs taken (NoCapacity)."""
         self.disturb = disturb or set()
         self.problems_found = problems_found or []
         self.configs: dict[str, RunConfig] = {}
@@ -131,6 +134,10 @@ class FakeCluster(Cluster):
         self.calls.append(f"recover:{keep.prefix if keep else None}")
 
     async def start_workers(self, spec, variant, engine, arm, names):
+        if self.busy_gpus:
+            self.busy_gpus -= 1
+            self.calls.append("no-capacity")
+            raise NoCapacity("pool gpu needs 6 x 1 nvidia.com/gpu: 0 fit now")
         self.starts += 1
         self.calls.append(f"start:{variant}:{arm.worker_kind}")
         return [

@@ -310,3 +310,32 @@ def test_the_status_names_the_run_under_way_and_the_last_figures(tmp_path: Path)
     assert final.last_run.id == "default.affinity.p7-c8.t2"
     assert len(final.last_run.pods) == 6
     assert final.results.location == str(tmp_path)
+
+
+class _Statuses:
+    """An observer keeping every status the runner publishes."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def started(self, plan, done) -> None: ...
+    def stage(self, run, state) -> None: ...
+    def recorded(self, run, record) -> None: ...
+    def attempt_failed(self, run, failure, retrying) -> None: ...
+
+    def status(self, status) -> None:
+        self.seen.append(status)
+
+
+def test_workers_whose_gpus_are_taken_wait_pending_with_the_reason_then_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kvbench.runner.experiment.CAPACITY_POLL_SECONDS", 0.01)
+    observer = _Statuses()
+    cluster = FakeCluster(busy_gpus=2)
+    result = _run(_experiment(), cluster, DirectoryStore(tmp_path), observer=observer)
+    assert cluster.calls.count("no-capacity") == 2
+    waiting = [s for s in observer.seen if s.phase == "Pending"]
+    assert len(waiting) == 2 and all("0 fit now" in (s.message or "") for s in waiting)
+    assert not result.failed and all(r.attempt == 1 for r in result.records), "no attempt spent"
+    assert observer.seen[-1].phase == "Succeeded" and observer.seen[-1].message is None
