@@ -12,6 +12,7 @@ from pathlib import Path
 
 import kubernetes
 import pytest
+import urllib3
 from campaign import pids_with_env
 from experiments import GPU, small_experiment
 from invariants import check_experiment
@@ -73,12 +74,14 @@ def test_twenty_experiments_share_two_gpus_waiting_pending_for_them(
     updates, stop = [0], threading.Event()
 
     def count_updates() -> None:
-        watch = kubernetes.watch.Watch()
-        for event in watch.stream(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL,
-                                  timeout_seconds=900):  # fmt: skip
-            updates[0] += event["type"] == "MODIFIED"
-            if stop.is_set():
-                watch.stop()
+        while not stop.is_set():
+            watch = kubernetes.watch.Watch()
+            with contextlib.suppress(urllib3.exceptions.HTTPError, kubernetes.client.ApiException):
+                for event in watch.stream(custom.list_cluster_custom_object, GROUP, VERSION,
+                                          PLURAL, timeout_seconds=30):  # fmt: skip
+                    updates[0] += event["type"] == "MODIFIED"
+                    if stop.is_set():
+                        watch.stop()
 
     def poke() -> None:
         """Other writers' updates to the experiments (a GitOps tool's labels, a user's
@@ -137,7 +140,8 @@ def test_twenty_experiments_share_two_gpus_waiting_pending_for_them(
     minutes = (time.monotonic() - began) / 60
     print(
         f"{EXPERIMENTS} experiments in {NAMESPACES} namespaces on {GPUS} GPUs: "
-        f"{minutes:.1f} min, up to {pending_seen} Pending at once, {updates[0]} status updates "
+        f"{minutes:.1f} min, up to {pending_seen} Pending at once, "
+        f"{updates[0]} updates to the experiments "
         f"({updates[0] / minutes:.0f}/min), operator peak RSS {peak_rss / 2**20:.0f} MiB, "
         f"longest GPU idle while one waited {worst_idle:.1f} s"
     )
