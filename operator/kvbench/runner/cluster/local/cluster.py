@@ -1,4 +1,5 @@
-"""The local back end: simulated workers, arms and the load generator as processes on loopback.
+"""The local back end: workers (`kvbench sim`, or real vLLM on a GPU machine: a launcher, see
+`launcher.py`), arms and the load generator as processes on loopback.
 
 Its processes behave like a cluster's pods: they outlive the runner (a killed `kvbench run`
 leaves them for the next one to adopt or stop), every one is registered on disk the moment it
@@ -25,8 +26,9 @@ from kvbench.runner.cluster.caches import reset_prefix_caches
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.arms import open_local_arm
 from kvbench.runner.cluster.local.children import LocalChildren
+from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerSlot
 from kvbench.runner.cluster.local.load import LocalLoads
-from kvbench.runner.cluster.local.preflight import local_problems
+from kvbench.runner.cluster.local.sim_workers import SimLauncher
 from kvbench.runner.cluster.local.workers import start_worker
 from kvbench.runner.failures import LoadFailed, WorkersNotReady
 
@@ -37,25 +39,46 @@ __all__ = ["LocalCluster"]
 
 
 class LocalCluster(Cluster):
-    """Workers are `kvbench sim` processes; logs, run configs and the registry under
-    `work_dir`."""
+    """Workers are what `launcher` starts (default: `kvbench sim` processes); logs, run configs
+    and the registry under `work_dir`."""
 
-    def __init__(self, work_dir: Path, block: LoopbackBlock | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        block: LoopbackBlock | None = None,
+        launcher: WorkerLauncher | None = None,
+    ) -> None:
         self.work_dir = Path(work_dir)
         self.block = block or LoopbackBlock()
+        self.launcher = launcher or SimLauncher()
+        self._warmed = False
         self.children = LocalChildren(self.work_dir / "children")
         self.loads = LocalLoads(self.children, self.work_dir / "loadgen")
         self._dynamo: DynamoDeployment | None = None
         self._dynamo_workers: list[WorkerInfo] = []
         self._dynamo_ids: dict[str, int] = {}
 
+    @property
+    def _engine_file(self) -> Path:
+        """Which launcher's workers this work directory has held (`recover` writes it)."""
+        return self.work_dir / "engine"
+
     def problems(self, spec: ExperimentSpec) -> list[str]:
-        return local_problems(spec)
+        problems = self.launcher.problems(spec)
+        held = self._engine_file.read_text().strip() if self._engine_file.exists() else None
+        if held is not None and held != self.launcher.engine:
+            problems.append(
+                f"--engine {self.launcher.engine}: {self.work_dir} has run --engine {held} "
+                "workers, whose runs would mix with these; give another --out"
+            )
+        return problems
 
     def uses_simulator(self, spec: ExperimentSpec) -> bool:
-        return True
+        return self.launcher.simulated
 
     async def recover(self, keep: ChildNames | None) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._engine_file.write_text(self.launcher.engine + "\n")
         kept = {keep.load, keep.arm} if keep is not None else set()
         if keep is not None:
             kept |= {c.name for c in self.children.all("worker")}
@@ -76,26 +99,18 @@ class LocalCluster(Cluster):
             return await self._start_dynamo(spec, engine, arm, names)
         log_dir = self.work_dir / "logs" / f"{names.prefix}-{variant}"
         pods = [(pool, f"{pool.name}-{i}") for pool in spec.workers for i in range(pool.replicas)]
-        results = await asyncio.gather(
-            *(
-                start_worker(
-                    spec,
-                    engine,
-                    pool,
-                    name,
-                    self.block,
-                    self._seed(spec.load.seed, names, name),
-                    self.children,
-                    log_dir,
-                    spec.timeouts.workers_ready_seconds,
-                )
-                for pool, name in pods
-            ),
-            return_exceptions=True,
-        )
+        slots = [
+            WorkerSlot(pool, name, ordinal, self._seed(spec.load.seed, names, name))
+            for ordinal, (pool, name) in enumerate(pods)
+        ]
+        alone = 1 if self.launcher.warm_first and not self._warmed else 0
+        results = await self._start_each(spec, engine, slots[:alone], log_dir)
+        if not any(isinstance(r, BaseException) for r in results):
+            self._warmed = True
+            results += await self._start_each(spec, engine, slots[alone:], log_dir)
         failures = {
-            name: f"{type(r).__name__}: {r}"
-            for (_, name), r in zip(pods, results, strict=True)
+            slot.name: f"{type(r).__name__}: {r}"
+            for slot, r in zip(slots, results, strict=False)
             if isinstance(r, BaseException)
         }
         if failures:
@@ -105,6 +120,27 @@ class LocalCluster(Cluster):
                 raise cancelled[0]
             raise WorkersNotReady(failures)
         return [r for r in results if isinstance(r, WorkerInfo)]
+
+    async def _start_each(
+        self, spec: ExperimentSpec, engine: EngineSpec, slots: list[WorkerSlot], log_dir: Path
+    ) -> list[WorkerInfo | BaseException]:
+        """Start `slots` side by side; each one's worker, or what its start raised."""
+        return await asyncio.gather(
+            *(
+                start_worker(
+                    self.launcher,
+                    spec,
+                    engine,
+                    slot,
+                    self.block,
+                    self.children,
+                    log_dir,
+                    spec.timeouts.workers_ready_seconds,
+                )
+                for slot in slots
+            ),
+            return_exceptions=True,
+        )
 
     async def _start_dynamo(
         self, spec: ExperimentSpec, engine: EngineSpec, arm: RoutingArm, names: ChildNames

@@ -1,4 +1,6 @@
-"""Local workers: one `kvbench sim` process per pod of every pool, on its own loopback address.
+"""Local workers: one process per pod of every pool, on its own loopback address, started by a
+launcher (`launcher.py`): `kvbench sim` (`sim_workers.py`, its command line is here) or real
+vLLM (`vllm_workers.py`).
 
 The simulator takes the variant's vLLM arguments unchanged, plus the simulator-only flags
 (timing profile, GPU memory, time scale, seed), and the engine's environment, so a variant
@@ -16,13 +18,13 @@ from pathlib import Path
 
 import httpx
 
-from kvbench import __version__
 from kvbench.api import EngineSpec, ExperimentSpec, WorkerPool
 from kvbench.loadgen.counters import parse_metrics
 from kvbench.procs import free_port
 from kvbench.runner.cluster.base import WorkerInfo
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.children import Child, LocalChildren
+from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerSlot
 
 __all__ = ["engine_env", "sim_command", "start_worker", "wait_serving"]
 
@@ -83,41 +85,39 @@ async def wait_serving(children: LocalChildren, child: Child, url: str, timeout:
 
 
 async def start_worker(
+    launcher: WorkerLauncher,
     spec: ExperimentSpec,
     engine: EngineSpec,
-    pool: WorkerPool,
-    name: str,
+    slot: WorkerSlot,
     block: LoopbackBlock,
-    seed: int,
     children: LocalChildren,
     log_dir: Path,
     timeout: float,
 ) -> WorkerInfo:
-    """Start one simulator (registered at once, so a cancelled start is still stopped by the
-    teardown) and return it once `/health` answers."""
+    """Start one worker (registered at once, so a cancelled start is still stopped by the
+    teardown) and return it once `/health` answers, with the KV size its `/metrics` reports
+    (none when it reports none: the configured size is never passed off as measured)."""
     host = block.address()
     port = free_port(host)
     started = time.monotonic()
+    process = launcher.process(spec, engine, slot, host, port)
     child = children.spawn(
-        name,
-        "worker",
-        sim_command(spec, engine, pool, name, host, port, seed),
-        log_dir / f"{name}.log",
-        env=engine_env(engine),
+        slot.name, "worker", process.argv, log_dir / f"{slot.name}.log", env=process.env
     )
     base = f"http://{host}:{port}"
     await wait_serving(children, child, f"{base}/health", timeout)
     startup = time.monotonic() - started
     async with httpx.AsyncClient() as client:
         metrics = (await client.get(f"{base}/metrics", timeout=5.0)).text
+        image = await launcher.image(client, base)
     return WorkerInfo(
-        name=name,
-        pool=pool.name,
+        name=slot.name,
+        pool=slot.pool.name,
         uid=child.uid,
         node="local",
-        image=f"kvbench sim {__version__}",
+        image=image,
         base_url=base,
         metrics_url=f"{base}/metrics",
-        kv_cache_tokens=parse_metrics(name, metrics).kv_cache_tokens,
+        kv_cache_tokens=parse_metrics(slot.name, metrics).kv_cache_tokens,
         startup_seconds=round(startup, 3),
     )
