@@ -19,13 +19,18 @@ from typing import Any, Literal
 
 import aiohttp
 
+from kvbench.loadgen.records import ErrorKind
 from kvbench.loadgen.workload import Request
 
-__all__ = ["Attempt", "Client", "encode_body"]
+__all__ = ["MAX_EVENT_BYTES", "Attempt", "Client", "encode_body"]
 
 _USAGE_NULL = b'"usage":null'
 _NVEXT = b'"nvext"'
 _ERROR_BODY_LIMIT = 2000
+MAX_EVENT_BYTES = 16 << 20
+"""Longest SSE event accepted; the simulator's last chunk of a 100k-token output (its
+per-token timestamps) is about 2 MB."""
+_GROW_IN_PLACE = 1 << 16
 
 
 class Attempt:
@@ -58,13 +63,13 @@ class Attempt:
         self.chunks = 0
         self.done = False
         self.status: int | None = None
-        self.error_kind: str | None = None
+        self.error_kind: ErrorKind | None = None
         self.error: str | None = None
         self.usage: dict[str, Any] | None = None
         self.ext: dict[str, Any] | None = None
         self.worker_id: int | None = None
 
-    def fail(self, kind: str, message: str) -> None:
+    def fail(self, kind: ErrorKind, message: str) -> None:
         """Record the first error only: later ones are consequences."""
         if self.error_kind is None:
             self.error_kind, self.error = kind, message[:_ERROR_BODY_LIMIT]
@@ -160,17 +165,23 @@ async def _read_stream(resp: aiohttp.ClientResponse, attempt: Attempt) -> None:
     """Split the SSE stream into events and timestamp every token chunk as it arrives.
 
     Written for speed (it runs for every chunk of every request): the common event, one
-    `data: ` line, skips the general line splitting."""
-    buf = b""
+    `data: ` line, skips the general line splitting, and a network read holding whole events
+    is split without a copy. A partial event grows in a bytearray and is searched for its
+    end only in the new bytes, so a huge event costs linear time, up to `MAX_EVENT_BYTES`."""
+    buf: bytes | bytearray = b""
+    scanned = 0  # no event ends before this offset of `buf`
     sep = b"\n\n"
     times = attempt.token_times
     async for chunk in resp.content.iter_any():
         now = time.perf_counter()
         if not buf and not attempt.chunks and b"\r\n" in chunk:
             sep = b"\r\n\r\n"
-        buf += chunk
+        if buf:
+            buf += chunk
+        else:
+            buf = chunk
         pos = 0
-        while (cut := buf.find(sep, pos)) >= 0:
+        while (cut := buf.find(sep, max(pos, scanned))) >= 0:
             event, pos = buf[pos:cut], cut + len(sep)
             if event.startswith(b"data: ") and b"\n" not in event:
                 lines = (event[6:],)
@@ -178,7 +189,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, attempt: Attempt) -> None:
                 lines = _data_lines(event)
             for data in lines:
                 attempt.chunks += 1
-                if _USAGE_NULL in data:
+                if _USAGE_NULL in data and data[:1] == b"{" and data[-1:] == b"}":
                     if _has_token(data):
                         times.append(now)
                     if attempt.worker_id is None and _NVEXT in data:
@@ -187,15 +198,22 @@ async def _read_stream(resp: aiohttp.ClientResponse, attempt: Attempt) -> None:
                     attempt.done = True
                 else:
                     _parse_event(data, now, attempt)
-        buf = buf[pos:]
+        if pos:
+            buf = buf[pos:]
+        if len(buf) > MAX_EVENT_BYTES:
+            attempt.fail("malformed", f"an SSE event of more than {MAX_EVENT_BYTES} bytes")
+            return
+        if len(buf) > _GROW_IN_PLACE and isinstance(buf, bytes):
+            buf = bytearray(buf)
+        scanned = max(0, len(buf) - len(sep) + 1)
 
 
-def _data_lines(event: bytes) -> tuple[bytes, ...]:
+def _data_lines(event: bytes | bytearray) -> tuple[bytes | bytearray, ...]:
     """The data of every `data:` line of a multi-line event (the SSE spec's general form)."""
     return tuple(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
 
 
-def _has_token(data: bytes) -> bool:
+def _has_token(data: bytes | bytearray) -> bool:
     """A chunk with non-empty text (completions) or content (chat); the role-only first chunk
     of a chat stream is not a token."""
     if b'"text":"' in data:
@@ -203,17 +221,17 @@ def _has_token(data: bytes) -> bool:
     return b'"content":"' in data and b'"content":""' not in data
 
 
-def _parse_event(data: bytes, now: float, attempt: Attempt) -> None:
+def _parse_event(data: bytes | bytearray, now: float, attempt: Attempt) -> None:
     """A chunk that is not a plain token chunk: usage, the simulator's extension, Dynamo's
     `nvext` (the worker whose cache the prompt met), an error, or a token chunk from a
     server that leaves `usage` out."""
     try:
         obj = json.loads(data)
     except ValueError:
-        attempt.fail("stream", f"not JSON in the stream: {data[:200]!r}")
+        attempt.fail("malformed", f"not JSON in the stream: {bytes(data[:200])!r}")
         return
     if not isinstance(obj, dict):
-        attempt.fail("stream", f"unexpected event: {data[:200]!r}")
+        attempt.fail("malformed", f"an event that is not a JSON object: {bytes(data[:200])!r}")
         return
     if "error" in obj:
         attempt.fail("stream", json.dumps(obj["error"])[:_ERROR_BODY_LIMIT])
@@ -230,7 +248,7 @@ def _parse_event(data: bytes, now: float, attempt: Attempt) -> None:
     _take_worker(obj, attempt)
 
 
-def _read_worker(data: bytes, attempt: Attempt) -> None:
+def _read_worker(data: bytes | bytearray, attempt: Attempt) -> None:
     """The worker id from a token chunk that carries `nvext` (once per request)."""
     try:
         obj = json.loads(data)

@@ -2,15 +2,34 @@
 the server's simulated clock. Failed requests are records too, with their error.
 """
 
+from __future__ import annotations
+
 from itertools import pairwise
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from kvbench.api.base import ApiModel
-from kvbench.loadgen.client import Attempt
 
-__all__ = ["RequestRecord", "SimTiming", "sim_timing", "to_record"]
+if TYPE_CHECKING:
+    from kvbench.loadgen.client import Attempt
+
+__all__ = ["ErrorKind", "RequestRecord", "SimTiming", "sim_timing", "to_record"]
+
+ErrorKind = Literal[
+    "http",  # the server answered with a status other than 200 (its body in `error`)
+    "stream",  # the server reported an error inside the stream (an `{"error": ...}` event)
+    "malformed",  # the stream broke the protocol: an event that is not a JSON object, or
+    # one of more than client.MAX_EVENT_BYTES
+    "incomplete",  # the stream ended without `data: [DONE]`
+    "disconnected",  # the connection closed, or the body broke off, before the end
+    "timeout",  # no complete answer within requestTimeout (a stall, before or mid-stream)
+    "connect-timeout",  # no connection within connectTimeout
+    "connect",  # the connection was refused or could not be made
+    "client",  # anything else that went wrong in the client
+    "cancelled",  # the run was stopped before the request finished
+]
+"""Why a request failed; the first failure wins (later ones are its consequences)."""
 
 
 def _r(x: float) -> float:
@@ -52,7 +71,7 @@ class RequestRecord(ApiModel):
     cached_tokens: int | None = Field(None, description="usage.prompt_tokens_details")
     worker_id: int | None = Field(None, description="The serving worker a front end reported")
     status: int | None = None
-    error_kind: str | None = None
+    error_kind: str | None = Field(None, description="One of `ErrorKind`")
     error: str | None = None
     sim: SimTiming | None = None
 

@@ -8,14 +8,16 @@ encoders against them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ChatCompletionRequest",
     "ChatCompletionResponse",
+    "ChatLogProbs",
     "ChatMessage",
+    "CompletionLogProbs",
     "CompletionRequest",
     "CompletionResponse",
     "CompletionStreamResponse",
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 
+TokenId = Annotated[int, Field(ge=0)]
+
+
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -40,44 +45,41 @@ class StreamOptions(_Lenient):
 
 
 class _SamplingFields(_Lenient):
-    """Fields shared by both endpoints; sampling knobs are accepted and ignored."""
+    """Fields shared by both endpoints, typed as vLLM types them; ``kvbench.sim.api_checks``
+    checks their values. Sampling knobs are accepted and do not change the tokens."""
 
     model: str | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    n: int = 1
+    n: int | None = 1
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
     seed: int | None = None
     ignore_eos: bool = False
     min_tokens: int = 0
     user: str | None = None
 
-    @field_validator("n")
-    @classmethod
-    def _single_choice(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError("the simulator serves n=1 only")
-        return value
-
 
 class CompletionRequest(_SamplingFields):
     """``POST /v1/completions``: one prompt, as text or as token ids."""
 
-    prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: int | None = Field(default=16, ge=1)
-    echo: bool = False
+    prompt: list[TokenId] | list[list[TokenId]] | str | list[str] | None = None
+    max_tokens: int | None = 16
+    logprobs: int | None = None
+    echo: bool | None = False
 
-    @field_validator("prompt")
-    @classmethod
-    def _one_prompt(cls, value: Any) -> Any:
-        if isinstance(value, list) and value and isinstance(value[0], str | list):
-            if len(value) != 1:
-                raise ValueError("the simulator serves one prompt per request")
-            return value[0]
-        if isinstance(value, list) and not value:
-            raise ValueError("prompt must not be empty")
-        return value
+    def single_prompt(self) -> str | list[int] | None:
+        """The one prompt the simulator serves (a list of one prompt is that prompt); None
+        for several prompts, which vLLM answers with one choice each."""
+        prompt = self.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+            return prompt[0] if len(prompt) == 1 else None  # type: ignore[return-value]
+        return prompt  # type: ignore[return-value]
 
 
 class ChatMessage(_Lenient):
@@ -97,8 +99,10 @@ class ChatCompletionRequest(_SamplingFields):
     """``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = False
+    top_logprobs: int | None = 0
 
 
 class TokenizeCompletionRequest(_Lenient):
@@ -154,10 +158,35 @@ class UsageInfo(BaseModel):
     prompt_tokens_details: PromptTokenUsageInfo | None = None
 
 
+class CompletionLogProbs(BaseModel):
+    """vLLM's ``CompletionLogProbs``: one entry per token in each list."""
+
+    text_offset: list[int]
+    token_logprobs: list[float | None]
+    tokens: list[str]
+    top_logprobs: list[dict[str, float] | None]
+
+
+class ChatLogProb(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class ChatLogProbsContent(ChatLogProb):
+    top_logprobs: list[ChatLogProb]
+
+
+class ChatLogProbs(BaseModel):
+    """vLLM's ``ChatCompletionLogProbs``."""
+
+    content: list[ChatLogProbsContent] | None = None
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: CompletionLogProbs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     prompt_logprobs: None = None
@@ -176,7 +205,7 @@ class CompletionResponse(BaseModel):
 class CompletionStreamChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: CompletionLogProbs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
 
@@ -200,7 +229,7 @@ class ChatResponseMessage(BaseModel):
 class ChatChoice(BaseModel):
     index: int
     message: ChatResponseMessage
-    logprobs: None = None
+    logprobs: ChatLogProbs | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
 

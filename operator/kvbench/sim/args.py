@@ -4,12 +4,14 @@ Both ``--model M ...`` and ``serve M ...`` forms work, so the same pod arguments
 vLLM and the simulator. vLLM flags the simulator does not model are accepted and
 returned as "ignored" for a warning. Simulator-only flags: ``--profile``,
 ``--gpu-memory-bytes``, ``--time-scale``, ``--worker-id``, ``--kv-capacity-jitter``,
-``--load-seconds``, ``--prefix-cache-stats-at``.
+``--load-seconds``, ``--prefix-cache-stats-at``, and the HTTP limits
+``--max-request-body-bytes``, ``--http-timeout-keep-alive``, ``--request-body-timeout``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 
 from pydantic import ValidationError
@@ -100,6 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="when a prefix-cache lookup enters vllm:prefix_cache_queries/hits: once, at "
         "admission (vLLM after vllm-project/vllm#48860, e.g. 0.31), or at every lookup of a "
         "waiting request, admitted or not (vLLM 0.25 and earlier)",
+    )
+    http = p.add_argument_group("simulator only: HTTP limits (docs/simulator.md)")
+    http.add_argument(
+        "--max-request-body-bytes",
+        type=human_int,
+        help="refuse larger bodies with 413 (default: 64 bytes per token of --max-model-len, "
+        "at least 1 MiB; vLLM has no limit)",
+    )
+    http.add_argument(
+        "--http-timeout-keep-alive",
+        type=float,
+        default=float(os.environ.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "5")),
+        help="seconds an idle connection stays open, as vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE "
+        "(the default); also the time a connection has to complete a request's headers",
+    )
+    http.add_argument(
+        "--request-body-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a request's body has to arrive after its headers (408 after; vLLM "
+        "waits forever)",
     )
     return p
 

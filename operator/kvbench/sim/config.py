@@ -68,6 +68,9 @@ class SimConfig(BaseModel):
     kv_capacity_jitter: float = Field(default=0.0, ge=0, lt=1)
     load_seconds: float = Field(default=0.0, ge=0)
     prefix_cache_stats_at: Literal["admission", "lookup"] = "admission"
+    max_request_body_bytes: int | None = Field(default=None, gt=0)
+    http_timeout_keep_alive: float = Field(default=5.0, gt=0)
+    request_body_timeout: float = Field(default=60.0, gt=0)
 
     @field_validator("kv_events_config", mode="before")
     @classmethod
@@ -79,3 +82,9 @@ class SimConfig(BaseModel):
     @property
     def served_model_names(self) -> list[str]:
         return self.served_model_name or [self.model]
+
+    def body_limit(self, max_model_len: int) -> int:
+        """``--max-request-body-bytes``, else 64 bytes per token of context (at least 1 MiB):
+        room for a whole context as token ids or as text, so a larger body holds a prompt
+        vLLM would refuse as too long, but not so much that decoding it stalls the loop."""
+        return self.max_request_body_bytes or max(1 << 20, 64 * max_model_len)

@@ -76,7 +76,9 @@ class EngineCore:
         heapq.heappush(self._arrivals, (request.engine_arrival_time, next(self._seq), request))
 
     def abort(self, request: SimRequest) -> None:
-        """Cancel a request wherever it is (a client that went away)."""
+        """Cancel a request wherever it is (a client that went away). Like vLLM, which drops
+        a client-aborted request's state before its stats are recorded
+        (``OutputProcessor.abort_requests``), it is not counted as finished."""
         if request.status is RequestStatus.FINISHED:
             return
         if request.status is RequestStatus.WAITING and request not in self.scheduler.waiting:
@@ -85,7 +87,6 @@ class EngineCore:
             request.finish_time = max(self.clock, request.engine_arrival_time)
         else:
             self.scheduler.abort(request, self.clock)
-        self.stats.on_finished(request)
         self._flush_events()
 
     def _admit(self) -> None:

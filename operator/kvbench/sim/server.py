@@ -13,10 +13,19 @@ Routes (as vLLM serves them):
 - ``POST /reset_prefix_cache`` only when ``VLLM_SERVER_DEV_MODE=1`` (else 404).
 
 ``usage.prompt_tokens_details.cached_tokens`` is present only with
-``--enable-prompt-tokens-details`` (else ``prompt_tokens_details`` is null). Errors use
-vLLM's body ``{"error": {"message", "type", "param", "code"}}``: 400 BadRequestError for
-bad JSON, invalid fields or prompts too long for ``--max-model-len``; 404 NotFoundError
-for an unknown model, as vLLM answers.
+``--enable-prompt-tokens-details`` (else ``prompt_tokens_details`` is null);
+``stream_options.continuous_usage_stats`` (with ``include_usage``) puts the running usage
+in every chunk; ``logprobs`` (completions) and ``logprobs``/``top_logprobs`` (chat) are
+answered in vLLM's shapes (``kvbench.sim.responses``).
+
+Every error, aiohttp's 404, 405 and 413 included, is vLLM's body ``{"error": {"message",
+"type", "param", "code"}}``, typed and worded as vLLM 0.31 words it
+(``kvbench.sim.api_errors``, ``kvbench.sim.api_checks``). A client that goes away aborts
+its request, streamed or not, as vLLM's ``with_cancellation`` does: its KV blocks and slot
+are freed at once, it is not counted in ``vllm:request_success_total`` (vLLM counts only
+requests the engine finished), and it logs one line. Request bodies and slow clients are
+bounded by ``--max-request-body-bytes``, ``--request-body-timeout`` and
+``--http-timeout-keep-alive`` (``kvbench.sim.http_body``, docs/simulator.md).
 
 Simulator extension, ignored by OpenAI clients: the non-streaming body and the final
 streamed chunk (the usage chunk when ``include_usage`` is set, otherwise the chunk with
@@ -41,18 +50,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
 from kvbench import __version__
+from kvbench.sim import api_checks
+from kvbench.sim.api_errors import ApiError, from_pydantic, json_error_middleware
 from kvbench.sim.api_models import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -62,40 +73,42 @@ from kvbench.sim.api_models import (
 )
 from kvbench.sim.clock import EngineClock
 from kvbench.sim.factory import SimEngine
+from kvbench.sim.http_body import read_json
 from kvbench.sim.kv_events import ZmqEventPublisher
 from kvbench.sim.metrics import render_metrics
 from kvbench.sim.request import SimRequest
-from kvbench.sim.responses import DONE, ResponseWriter, error_body
+from kvbench.sim.responses import DONE, LogprobEncoder, ResponseWriter, error_event
 from kvbench.sim.tokenizer import load_tokenizer
 
 __all__ = ["VLLM_COMPAT_VERSION", "RunningServer", "SimServer", "start_server"]
 
 logger = logging.getLogger("kvbench.sim.server")
+http_logger = logging.getLogger("kvbench.sim.http")
 
 VLLM_COMPAT_VERSION = "0.31.0+kvbench.sim"
 _MASK64 = (1 << 64) - 1
+_TEXT_IN_THREAD = 64 * 1024
+"""Texts at least this long are tokenized in a worker thread, off the event loop."""
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_LINGERING_S = 2.0
 
 
-class _BadRequest(Exception):
-    def __init__(self, message: str, err_type: str = "BadRequestError", code: int = 400):
-        super().__init__(message)
-        self.err_type = err_type
-        self.code = code
+class _OneLine(logging.Filter):
+    """aiohttp logs an error with a traceback for every request it could not handle
+    (malformed HTTP from a hostile client); one warning line says the same, as uvicorn's
+    "Invalid HTTP request received." does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = " ".join(f"{record.getMessage()}: {record.exc_info[1]!r}".split())
+            record.args = ()
+            record.exc_info = None
+            if record.levelno > logging.WARNING:
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
-def _error(exc: _BadRequest) -> web.Response:
-    return web.Response(
-        status=exc.code, body=error_body(str(exc), exc.err_type, exc.code),
-        content_type="application/json",
-    )  # fmt: skip
-
-
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    return "; ".join(parts)
+http_logger.addFilter(_OneLine())
 
 
 class SimServer:
@@ -124,7 +137,10 @@ class SimServer:
             sim.core.stats, sim.core.gauges,
             model_name=self.default_model, cache_info=sim.cache_config_info(),
         )  # fmt: skip
-        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.body_limit = self.config.body_limit(sim.max_model_len)
+        self.app = web.Application(
+            client_max_size=self.body_limit, middlewares=[json_error_middleware]
+        )
         self.app.router.add_get("/health", self.health)
         self.app.router.add_get("/v1/models", self.models)
         self.app.router.add_get("/version", self.version)
@@ -185,75 +201,88 @@ class SimServer:
     async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
         if self.sim.core.reset_prefix_cache():
             return web.Response(status=200)
-        return _error(_BadRequest("Failed to reset prefix cache: some blocks are still in use"))
+        return ApiError("Failed to reset prefix cache: some blocks are still in use").response()
 
     def _check_model(self, model: str | None) -> str:
         if model is None:
             return self.default_model
         if model not in self.model_names:
-            raise _BadRequest(
-                f"The model `{model}` does not exist.", err_type="NotFoundError", code=404
-            )
+            raise ApiError(
+                f"The model `{model}` does not exist.",
+                code=404, err_type="NotFoundError", param="model",
+            )  # fmt: skip
         return model
 
-    def _check_length(self, num_tokens: int, max_tokens: int | None) -> int:
-        limit = self.sim.max_model_len
-        if num_tokens >= limit:
-            raise _BadRequest(
-                f"This model's maximum context length is {limit} tokens. However, your "
-                f"request has {num_tokens} input tokens. Please reduce the length of the "
-                f"input messages."
-            )
-        if max_tokens is None:
-            return limit - num_tokens
-        if num_tokens + max_tokens > limit:
-            raise _BadRequest(
-                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This "
-                f"model's maximum context length is {limit} tokens and your request has "
-                f"{num_tokens} input tokens ({max_tokens} > {limit} - {num_tokens})."
-            )
-        return max_tokens
+    async def _read_json(self, request: web.Request) -> Any:
+        return await read_json(
+            request, limit=self.body_limit, timeout=self.config.request_body_timeout
+        )
+
+    async def _encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text``; a long text is tokenized in a thread, so that other
+        clients' requests go on meanwhile (vLLM tokenizes in a thread pool too)."""
+        if len(text) < _TEXT_IN_THREAD:
+            return self.tokenizer.encode(text, add_special_tokens)
+        return await asyncio.to_thread(self.tokenizer.encode, text, add_special_tokens)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        limit = self.sim.max_model_len
         try:
-            body = CompletionRequest.model_validate_json(await request.read())
+            raw = await self._read_json(request)
+            if isinstance(raw, dict):
+                raw = api_checks.before_completion(raw)
+            body = CompletionRequest.model_validate(raw)
             model = self._check_model(body.model)
-            prompt = body.prompt
-            if isinstance(prompt, str):
-                tokens = self.tokenizer.encode(prompt)
-            else:
-                tokens = list(prompt)  # type: ignore[arg-type]
-                vocab = self.tokenizer.vocab_size
-                if any(not isinstance(t, int) or t < 0 or t >= vocab for t in tokens):
-                    raise _BadRequest(f"Token id out of vocabulary (size {vocab}).")
-            if not tokens:
-                raise _BadRequest("The prompt cannot be empty.")
-            max_tokens = self._check_length(len(tokens), body.max_tokens)
+            prompt = body.single_prompt()
+            if prompt is None:
+                raise ApiError("the simulator serves one prompt per request", param="prompt")
+            max_output = body.max_tokens or 0
+            api_checks.output_limit(limit, max_output, "max_tokens")
+            is_text = isinstance(prompt, str)
+            tokens = await self._encode(prompt) if is_text else list(prompt)  # type: ignore[arg-type]
+            api_checks.prompt_length(len(tokens), limit, max_output, text=is_text)
+            max_tokens = min(limit - len(tokens), max_output)
+            api_checks.sampling(body, max_tokens)
         except ValidationError as exc:
-            return _error(_BadRequest(_validation_message(exc)))
-        except _BadRequest as exc:
-            return _error(exc)
-        return await self._generate(request, body, model, tokens, max_tokens, chat=False)
+            return from_pydantic(exc).response()
+        except ApiError as exc:
+            return exc.response()
+        top = body.logprobs
+        error = api_checks.engine_input(tokens, self.tokenizer.vocab_size, top)
+        return await self._generate(request, body, model, tokens, max_tokens, top, error)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        limit = self.sim.max_model_len
         try:
-            body = ChatCompletionRequest.model_validate_json(await request.read())
+            raw = await self._read_json(request)
+            if isinstance(raw, dict):
+                raw = api_checks.before_chat(raw)
+            body = ChatCompletionRequest.model_validate(raw)
             model = self._check_model(body.model)
+            if body.max_completion_tokens is not None:
+                requested, param = body.max_completion_tokens, "max_completion_tokens"
+            else:
+                requested, param = body.max_tokens, "max_tokens"
+            max_output = requested or 0
+            api_checks.output_limit(limit, max_output, param)
             text = self.tokenizer.render_chat((m.role, m.text()) for m in body.messages)
-            tokens = self.tokenizer.encode(text, add_special_tokens=False)
-            max_tokens = self._check_length(
-                len(tokens), body.max_completion_tokens or body.max_tokens
-            )
+            tokens = await self._encode(text, add_special_tokens=False)
+            api_checks.prompt_length(len(tokens), limit, max_output, text=True)
+            room = limit - len(tokens)
+            max_tokens = room if requested is None else min(room, requested)
+            api_checks.sampling(body, max_tokens)
         except ValidationError as exc:
-            return _error(_BadRequest(_validation_message(exc)))
-        except _BadRequest as exc:
-            return _error(exc)
-        return await self._generate(request, body, model, tokens, max_tokens, chat=True)
+            return from_pydantic(exc).response()
+        except ApiError as exc:
+            return exc.response()
+        top = body.top_logprobs if body.logprobs else None
+        error = api_checks.engine_input(tokens, self.tokenizer.vocab_size, top)
+        return await self._generate(request, body, model, tokens, max_tokens, top, error)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """vLLM's ``/tokenize``: the token ids the completion endpoints would compute."""
         try:
-            raw = json.loads(await request.read())
+            raw = await self._read_json(request)
             body: TokenizeCompletionRequest | TokenizeChatRequest
             if isinstance(raw, dict) and "messages" in raw:
                 body = TokenizeChatRequest.model_validate(raw)
@@ -264,13 +293,11 @@ class SimServer:
                 body = TokenizeCompletionRequest.model_validate(raw)
                 text = body.prompt
             self._check_model(body.model)
-        except json.JSONDecodeError as exc:
-            return _error(_BadRequest(f"invalid JSON: {exc}"))
         except ValidationError as exc:
-            return _error(_BadRequest(_validation_message(exc)))
-        except _BadRequest as exc:
-            return _error(exc)
-        tokens = self.tokenizer.encode(text, add_special_tokens=body.add_special_tokens)
+            return from_pydantic(exc).response()
+        except ApiError as exc:
+            return exc.response()
+        tokens = await self._encode(text, body.add_special_tokens)
         strs = [self.tokenizer.decode_one(t) for t in tokens] if body.return_token_strs else None
         response = TokenizeResponse(
             count=len(tokens), max_model_len=self.sim.max_model_len, tokens=tokens, token_strs=strs
@@ -284,6 +311,13 @@ class SimServer:
             salt ^= next(self._salts) * 0x9E3779B97F4A7C15
         return salt & _MASK64
 
+    def _abort(self, sim_request: SimRequest) -> None:
+        """The client went away: free the request's blocks and slot, in one log line."""
+        if sim_request.finished:
+            return
+        self.runner.abort(sim_request)
+        logger.info("Request %s aborted: the client disconnected", sim_request.request_id)
+
     async def _generate(
         self,
         request: web.Request,
@@ -291,21 +325,34 @@ class SimServer:
         model: str,
         tokens: list[int],
         max_tokens: int,
-        *,
-        chat: bool,
+        top_logprobs: int | None,
+        error: ApiError | None,
     ) -> web.StreamResponse:
+        """Run one request; ``error`` is a refusal of the engine's input processor, which
+        vLLM sends inside the stream when the request streams."""
+        if error is not None:
+            return await self._stream_error(request, error) if body.stream else error.response()
+        chat = isinstance(body, ChatCompletionRequest)
         request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        sim_request = SimRequest(
-            request_id, tokens, max_tokens, arrival_time=0.0,
-            salt=self._salt(tokens, body), vocab_size=self.tokenizer.vocab_size,
-        )  # fmt: skip
+        options = body.stream_options
+        include_usage = bool(body.stream and options and options.include_usage)
+        vocab = self.tokenizer.vocab_size
         writer = ResponseWriter(
             chat=chat, request_id=request_id, model=model, worker=self.worker,
             time_scale=self.config.time_scale,
             include_details=self.config.enable_prompt_tokens_details,
+            prompt_tokens=len(tokens),
+            logprobs=(
+                None if top_logprobs is None
+                else LogprobEncoder(top_logprobs, self.tokenizer.decode_one, vocab)
+            ),
+            continuous_usage=include_usage and bool(options and options.continuous_usage_stats),
+        )  # fmt: skip
+        sim_request = SimRequest(
+            request_id, tokens, max_tokens, arrival_time=0.0,
+            salt=self._salt(tokens, body), vocab_size=vocab,
         )  # fmt: skip
         if body.stream:
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return await self._stream(request, sim_request, writer, include_usage)
         done = asyncio.get_running_loop().create_future()
 
@@ -318,10 +365,24 @@ class SimServer:
         try:
             await done
         except asyncio.CancelledError:
-            self.runner.abort(sim_request)
+            self._abort(sim_request)
             raise
-        text = self.tokenizer.decode(sim_request.output_token_ids())
-        return web.Response(body=writer.body(sim_request, text), content_type="application/json")
+        ids = sim_request.output_token_ids()
+        texts = [self.tokenizer.decode_one(t) for t in ids] if writer.logprobs else []
+        text = self.tokenizer.decode(ids)
+        return web.Response(
+            body=writer.body(sim_request, text, ids, texts), content_type="application/json"
+        )
+
+    async def _stream_error(self, request: web.Request, error: ApiError) -> web.StreamResponse:
+        response = web.StreamResponse(headers=_SSE_HEADERS)
+        try:
+            await response.prepare(request)
+            await response.write(error_event(error.body()))
+            await response.write_eof()
+        except ConnectionResetError:
+            pass
+        return response
 
     async def _stream(
         self,
@@ -330,10 +391,11 @@ class SimServer:
         writer: ResponseWriter,
         include_usage: bool,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
+        response = web.StreamResponse(headers=_SSE_HEADERS)
+        try:
+            await response.prepare(request)
+        except ConnectionResetError:
+            return response
         ready = asyncio.Event()
         sim_request.notify = lambda _r: ready.set()
         self.runner.submit(sim_request)
@@ -347,10 +409,12 @@ class SimServer:
                 finished = sim_request.finished
                 ids = sim_request.output_token_ids(sent)
                 sent += len(ids)
-                last = decode(ids.pop()) if finished and ids else ""
-                parts.extend(writer.content_chunk(decode(t)) for t in ids)
+                last = [ids.pop()] if finished and ids else []
+                if ids:
+                    parts.extend(writer.content_chunks(ids, [decode(t) for t in ids]))
                 if finished:
-                    parts.append(writer.last_chunk(sim_request, last, not include_usage))
+                    text = decode(last[0]) if last else ""
+                    parts.append(writer.last_chunk(sim_request, last, text, not include_usage))
                     if include_usage:
                         parts.append(writer.usage_chunk(sim_request))
                     parts.append(DONE)
@@ -359,10 +423,12 @@ class SimServer:
                     parts = []
                 if finished:
                     break
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.runner.abort(sim_request)
+            await response.write_eof()
+        except asyncio.CancelledError:
+            self._abort(sim_request)
             raise
-        await response.write_eof()
+        except ConnectionResetError:
+            self._abort(sim_request)
         return response
 
 
@@ -385,8 +451,20 @@ class RunningServer:
 async def start_server(
     server: SimServer, host: str, port: int, publisher: ZmqEventPublisher | None = None
 ) -> RunningServer:
-    """Bind and start serving (port 0 picks a free port); returns the bound port."""
-    app_runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
+    """Bind and start serving (port 0 picks a free port); returns the bound port.
+
+    A client that disconnects cancels its handler (``handler_cancellation``), which aborts
+    its request. aiohttp's keep-alive timer starts when a connection opens and again after
+    each response, and closes a connection still waiting for a complete request: the idle
+    timeout of vLLM's uvicorn, and the header timeout uvicorn lacks. After a refusal that
+    left a body unread (413, 408, a wrong content type) aiohttp reads and drops the rest
+    for up to ``_LINGERING_S``, so that the client, still sending, gets the answer instead
+    of a reset; a server shutting down waits for that too."""
+    app_runner = web.AppRunner(
+        server.app, access_log=None, handle_signals=False, handler_cancellation=True,
+        keepalive_timeout=server.config.http_timeout_keep_alive, logger=http_logger,
+        lingering_time=_LINGERING_S,
+    )  # fmt: skip
     await app_runner.setup()
     site = web.TCPSite(app_runner, host, port, backlog=2048, reuse_address=True)
     await site.start()

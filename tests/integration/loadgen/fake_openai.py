@@ -3,7 +3,8 @@
 It runs its own event loop in a thread (the load generator runs another), speaks HTTP/1.1
 by hand so that it can count TCP connections, keeps every request body in arrival order,
 streams vLLM-shaped SSE chunks with chunked transfer encoding (as uvicorn does), serves
-/metrics with vLLM's counter names, and can be told to fail in several ways.
+/metrics with vLLM's counter names, and can be told to fail in several ways, down to
+writing any bytes at all as the response (`raw_response`).
 """
 
 import asyncio
@@ -25,6 +26,9 @@ class Behaviour:
     cut_after_tokens: Callable[[int], int | None] = lambda n: None
     stall: Callable[[int], bool] = lambda n: False
     raw_stream: Callable[[int, dict[str, Any]], list[bytes]] | None = None
+    raw_response: Callable[[int, dict[str, Any]], list[bytes | float]] | None = None
+    """The whole response, status line included, written piece by piece as it is (a float is
+    a pause of that many seconds); the connection is closed after it."""
     crlf: bool = False
     count_delay: float = 0.0
     """Seconds after a response before /metrics counts it (vLLM records stats a moment late)."""
@@ -96,6 +100,9 @@ class FakeOpenAI:
                 close = headers.get("connection", "").lower() == "close"
                 if method == "GET" and path == "/metrics":
                     await self._metrics(writer)
+                elif self.behaviour.raw_response is not None:
+                    await self._raw(json.loads(body), writer)
+                    break
                 else:
                     await self._completion(json.loads(body), writer, close)
                 if close:
@@ -104,6 +111,17 @@ class FakeOpenAI:
             pass
         finally:
             writer.close()
+
+    async def _raw(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        n = len(self.bodies)
+        self.bodies.append(body)
+        assert self.behaviour.raw_response is not None
+        for piece in self.behaviour.raw_response(n, body):
+            if isinstance(piece, float):
+                await asyncio.sleep(piece)
+            else:
+                writer.write(piece)
+                await writer.drain()
 
     async def _metrics(self, writer: asyncio.StreamWriter) -> None:
         c, labels = self.counters, '{engine="0",model_name="m"}'
