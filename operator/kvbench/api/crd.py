@@ -17,12 +17,22 @@ from kvbench.api.experiment import (
     SHORT_NAME,
     VERSION,
     ExperimentSpec,
+    ObjectMeta,
 )
 from kvbench.api.status import ExperimentStatus
 
 __all__ = ["crd_manifest", "crd_yaml", "openapi_schema"]
 
-_DROP = {"title", "additionalProperties", "discriminator", "examples"}
+_DROP = {
+    "title",
+    "additionalProperties",
+    "discriminator",
+    "examples",
+    "patternProperties",
+    "propertyNames",
+}
+"""Dropped or rewritten: a structural schema has no key patterns (map keys are checked by
+the models, i.e. by the operator), and `additionalProperties` is set below."""
 _SCALAR_TYPES = {"string", "integer", "number", "boolean"}
 
 
@@ -64,6 +74,8 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
         out[key] = _resolve(value, defs)
     if out.get("type") == "object" and "properties" not in out:
         extra = node.get("additionalProperties")
+        if "patternProperties" in node:
+            (extra,) = node["patternProperties"].values()
         if isinstance(extra, dict):
             out["additionalProperties"] = _resolve(extra, defs)
         elif not out.get("x-kubernetes-preserve-unknown-fields"):
@@ -93,6 +105,14 @@ def _empty_object_members(schema: dict[str, Any]) -> None:
         _empty_object_members(sub)
     if "items" in schema:
         _empty_object_members(schema["items"])
+
+
+def _metadata_schema() -> dict[str, Any]:
+    """The name rule of the models (children are named `<name>-r<i>-a<k>-load` and must stay
+    within Kubernetes' 63 characters): the API server refuses a longer name at admission.
+    The name is all a CRD may constrain of metadata."""
+    name = openapi_schema(ObjectMeta)["properties"]["name"]
+    return {"type": "object", "properties": {"name": name}}
 
 
 def crd_manifest() -> dict[str, Any]:
@@ -154,7 +174,7 @@ def crd_manifest() -> dict[str, Any]:
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
+                                "metadata": _metadata_schema(),
                                 "spec": spec_schema,
                                 "status": status_schema,
                             },

@@ -2,13 +2,14 @@
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from kvbench.api.base import ApiModel
+from kvbench.api.base import MAX_INT, SpecModel
 from kvbench.api.kube import EnvVar, ModelCache, SecretKeyRef
+from kvbench.api.names import Arg, ImageRef, LiteralArg
 from kvbench.api.units import ByteSize
 
-__all__ = ["EngineOverrides", "EngineSpec", "VllmFlags"]
+__all__ = ["MAX_TOKENS", "EngineOverrides", "EngineSpec", "VllmFlags"]
 
 KvCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
@@ -18,13 +19,27 @@ BlockSize = Literal[1, 8, 16, 32, 64, 128]
 _ON_BY_DEFAULT = {"enable_prefix_caching", "enable_chunked_prefill", "scheduler_reserve_full_isl"}
 # Flags that `vllm serve` takes under another spelling than the field name.
 _FLAG_NAMES = {"served_model_name": "--served-model-name"}
+# Flags kvbench itself sets on every worker: the address the probes, Services and load reach.
+_OWN_FLAGS = ("--host", "--port", "--kv-events-config")
+
+MAX_TOKENS = 2**24
+"""More tokens than any model's context: a bound on every token count of the spec."""
+
+_RESERVED_ENV = frozenset({"POD_IP", "POD_NAME", "HOME"})
+"""Variables kvbench sets on every worker; `$(POD_IP)` in `--host` reads the first."""
+_RESERVED_PREFIX = "KVBENCH_"
+_DEV_MODE = "VLLM_SERVER_DEV_MODE"
 
 
-class VllmFlags(ApiModel):
+class VllmFlags(SpecModel):
     """vLLM's serve flags as typed fields; unset means vLLM's own default."""
 
-    served_model_name: str | None = Field(None, min_length=1, description="--served-model-name")
-    max_model_len: int | None = Field(None, ge=16, description="--max-model-len (tokens)")
+    served_model_name: LiteralArg | None = Field(
+        None, min_length=1, max_length=512, description="--served-model-name"
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, le=MAX_TOKENS, description="--max-model-len (tokens)"
+    )
     kv_cache_memory_bytes: ByteSize | None = Field(
         None,
         description="--kv-cache-memory-bytes: KV cache size per server, e.g. 1073741824 or 1Gi. "
@@ -36,9 +51,12 @@ class VllmFlags(ApiModel):
     kv_cache_dtype: KvCacheDtype | None = Field(None, description="--kv-cache-dtype")
     dtype: ModelDtype | None = Field(None, description="--dtype of the weights")
     block_size: BlockSize | None = Field(None, description="--block-size (tokens per KV block)")
-    max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs")
+    max_num_seqs: int | None = Field(None, ge=1, le=2**20, description="--max-num-seqs")
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, description="--max-num-batched-tokens (token budget per step, the chunk size)"
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="--max-num-batched-tokens (token budget per step, the chunk size)",
     )
     enable_prefix_caching: bool | None = Field(None, description="--[no-]enable-prefix-caching")
     enable_chunked_prefill: bool | None = Field(None, description="--[no-]enable-chunked-prefill")
@@ -53,8 +71,10 @@ class VllmFlags(ApiModel):
         "turns it on unless set to false, or every request would look like a miss.",
     )
     enforce_eager: bool | None = Field(None, description="--enforce-eager (no CUDA graphs)")
-    tensor_parallel_size: int | None = Field(None, ge=1, description="--tensor-parallel-size")
-    seed: int | None = Field(None, ge=0, description="--seed of the engine")
+    tensor_parallel_size: int | None = Field(
+        None, ge=1, le=1024, description="--tensor-parallel-size"
+    )
+    seed: int | None = Field(None, ge=0, le=MAX_INT, description="--seed of the engine")
 
     def flag_values(self) -> dict[str, object]:
         """The flags that are set, by field name."""
@@ -68,33 +88,69 @@ class VllmFlags(ApiModel):
 class EngineOverrides(VllmFlags):
     """What a variant may change of the engine: any flag, the image, extra args, extra env."""
 
-    image: str | None = Field(None, min_length=1, description="Container image of this variant")
-    extra_args: list[str] = Field(
-        default_factory=list, description="Appended to the variant's arguments"
+    image: ImageRef | None = Field(None, description="Container image of this variant")
+    extra_args: list[Arg] = Field(
+        default_factory=list, max_length=256, description="Appended to the variant's arguments"
     )
-    env: list[EnvVar] = Field(default_factory=list, description="Added to (or replacing) env")
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=128, description="Added to (or replacing) env"
+    )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_own_flags(cls, args: list[str]) -> list[str]:
+        return _check_extra_args(args)
+
+    @field_validator("env")
+    @classmethod
+    def _not_own_env(cls, env: list[EnvVar]) -> list[EnvVar]:
+        return _check_env(env)
 
 
 class EngineSpec(VllmFlags):
     """The engine every worker runs: vLLM's OpenAI server, one per pod."""
 
-    image: str = Field(
-        "vllm/vllm-openai:v0.31.0",
-        min_length=1,
-        description="Container image running `vllm serve`",
+    image: ImageRef = Field(
+        "vllm/vllm-openai:v0.31.0", description="Container image running `vllm serve`"
     )
-    model: str = Field(..., min_length=1, description="Model name or path, e.g. Qwen/Qwen3-0.6B")
+    model: LiteralArg = Field(
+        ..., min_length=1, max_length=512, description="Model name or path, e.g. Qwen/Qwen3-0.6B"
+    )
     port: int = Field(8000, ge=1, le=65535, description="Port of the OpenAI server and /metrics")
-    extra_args: list[str] = Field(
-        default_factory=list, description="More `vllm serve` arguments, passed as written"
+    extra_args: list[Arg] = Field(
+        default_factory=list,
+        max_length=256,
+        description="More `vllm serve` arguments, passed as written (never --host or --port, "
+        "never a flag a field above sets)",
     )
-    env: list[EnvVar] = Field(default_factory=list, description="Environment of the engine")
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=128, description="Environment of the engine"
+    )
     model_cache: ModelCache | None = Field(
         None, description="Volume holding downloaded weights, shared across restarts"
     )
     hub_token_secret: SecretKeyRef | None = Field(
         None, description="Secret with a Hugging Face token, exported as HF_TOKEN"
     )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_own_flags(cls, args: list[str]) -> list[str]:
+        return _check_extra_args(args)
+
+    @field_validator("env")
+    @classmethod
+    def _not_own_env(cls, env: list[EnvVar]) -> list[EnvVar]:
+        return _check_env(env)
+
+    @model_validator(mode="after")
+    def _own_env_for_own_features(self) -> "EngineSpec":
+        names = {var.name for var in self.env}
+        if self.hub_token_secret is not None and "HF_TOKEN" in names:
+            raise ValueError("env: HF_TOKEN comes from hubTokenSecret; set one of the two")
+        if self.model_cache is not None and "HF_HOME" in names:
+            raise ValueError("env: HF_HOME is modelCache.mountPath; set one of the two")
+        return self
 
     @model_validator(mode="after")
     def _chunked_prefill_needs_room(self) -> "EngineSpec":
@@ -147,3 +203,54 @@ class EngineSpec(VllmFlags):
             else:
                 args += [flag, str(value)]
         return [*args, *self.extra_args]
+
+
+def _typed_flags() -> dict[str, str]:
+    """Every flag a VllmFlags field sets (both spellings of a boolean), to the field's name."""
+    flags = {}
+    for name, field in VllmFlags.model_fields.items():
+        flag = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+        alias = field.alias or name
+        flags[flag] = alias
+        flags["--no-" + flag.removeprefix("--")] = alias
+    return flags
+
+
+_TYPED_FLAGS = _typed_flags()
+
+
+def _check_extra_args(args: list[str]) -> list[str]:
+    """Refuse what would override kvbench's own flags or a typed field.
+
+    vLLM reads the last of repeated flags and argparse takes an unambiguous prefix
+    (`--ho` for `--host`), so a prefix of an own flag is refused too."""
+    for i, arg in enumerate(args):
+        flag = arg.split("=", 1)[0]
+        if len(flag) > 2 and any(own.startswith(flag) for own in _OWN_FLAGS):
+            raise ValueError(
+                f"[{i}] {flag[:40]!r}: kvbench sets --host (the pod's IP, where probes and "
+                "Services reach the server) and --port (engine.port) itself"
+            )
+        if flag in _TYPED_FLAGS:
+            raise ValueError(f"[{i}] {flag}: set engine.{_TYPED_FLAGS[flag]} instead")
+    return args
+
+
+def _check_env(env: list[EnvVar]) -> list[EnvVar]:
+    """Refuse variables kvbench sets itself, repeats, and a dev mode it cannot read."""
+    seen: set[str] = set()
+    for i, var in enumerate(env):
+        if var.name in _RESERVED_ENV or var.name.startswith(_RESERVED_PREFIX):
+            raise ValueError(
+                f"[{i}] {var.name}: kvbench sets POD_IP, POD_NAME, HOME and KVBENCH_* itself "
+                "(--host reads $(POD_IP))"
+            )
+        if var.name in seen:
+            raise ValueError(f"[{i}] {var.name} is set twice")
+        seen.add(var.name)
+        if var.name == _DEV_MODE and var.value not in ("0", "1"):
+            raise ValueError(
+                f"[{i}] {_DEV_MODE} is '0' or '1', written as a value (freshness reset-cache "
+                "reads it to know whether /reset_prefix_cache is served)"
+            )
+    return env

@@ -5,8 +5,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from kvbench.api.base import ApiModel
+from kvbench.api.base import SpecModel
 from kvbench.api.kube import Placement, Resources
+from kvbench.api.names import ImageRef, LiteralArg
 from kvbench.api.units import ByteSize, Duration, parse_duration
 
 if TYPE_CHECKING:
@@ -15,10 +16,10 @@ if TYPE_CHECKING:
 __all__ = ["Cleanup", "Execution", "LoadGenerator", "MetricsSource", "Simulator", "Timeouts"]
 
 
-class MetricsSource(ApiModel):
+class MetricsSource(SpecModel):
     """Where per-pod prefix-cache counters are read before and after the measured window."""
 
-    model_config = ApiModel.model_config | {
+    model_config = SpecModel.model_config | {
         "json_schema_extra": {
             "x-kubernetes-validations": [
                 {
@@ -32,7 +33,7 @@ class MetricsSource(ApiModel):
     source: Literal["direct", "prometheus"] = Field(
         "direct", description="direct: scrape every pod's /metrics; prometheus: query it"
     )
-    prometheus_url: str | None = Field(None, pattern=r"^https?://[^\s]+$")
+    prometheus_url: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2048)
 
     @model_validator(mode="after")
     def _url_for_prometheus(self) -> "MetricsSource":
@@ -44,11 +45,11 @@ class MetricsSource(ApiModel):
 class LoadGenerator(Placement):
     """The GPU-less Job that sends the load."""
 
-    image: str | None = Field(None, min_length=1, description="Default: the operator's image")
+    image: ImageRef | None = Field(None, description="Default: the operator's image")
     resources: Resources = Field(default_factory=Resources)
 
 
-class Timeouts(ApiModel):
+class Timeouts(SpecModel):
     """Limits after which a run fails instead of hanging."""
 
     workers_ready: Duration = Field("15m", description="Fresh workers must be Ready within this")
@@ -63,7 +64,7 @@ class Timeouts(ApiModel):
         return parse_duration(self.run)
 
 
-class Execution(ApiModel):
+class Execution(SpecModel):
     """How a failed run is handled."""
 
     retries: int = Field(
@@ -75,23 +76,25 @@ class Execution(ApiModel):
     )
 
 
-class Cleanup(ApiModel):
+class Cleanup(SpecModel):
     """What to keep after the experiment ends."""
 
     keep_workers: bool = Field(False, description="Leave the last workers running")
     keep_jobs: bool = Field(False, description="Keep finished load-generator Jobs and their pods")
 
 
-class Simulator(ApiModel):
+class Simulator(SpecModel):
     """The vLLM simulator (`kvbench sim`): always used by local runs; used on a cluster only
     when `onCluster` is true (a dry run on nodes without GPUs)."""
 
     on_cluster: bool = False
-    image: str | None = Field(None, min_length=1, description="Default: the operator's image")
-    profile: str | None = Field(None, min_length=1, description="Timing profile for all pools")
+    image: ImageRef | None = Field(None, description="Default: the operator's image")
+    profile: LiteralArg | None = Field(
+        None, min_length=1, max_length=128, description="Timing profile for all pools"
+    )
     gpu_memory_bytes: ByteSize | None = None
     time_scale: float = Field(
-        0.05, ge=0, description="Wall seconds per simulated second (0: never wait)"
+        0.05, ge=0, le=1000, description="Wall seconds per simulated second (0: never wait)"
     )
     kv_capacity_jitter: float = Field(
         0.0, ge=0, le=0.5, description="Vary KV capacity per start by up to this fraction"

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kvbench.api.base import ApiModel
+from kvbench.api.base import ApiModel, SpecModel
 from kvbench.api.engine import EngineSpec
 from kvbench.api.execution import (
     Cleanup,
@@ -14,7 +14,7 @@ from kvbench.api.execution import (
     Simulator,
     Timeouts,
 )
-from kvbench.api.load import LoadSpec
+from kvbench.api.load import MAX_REQUESTS, LoadSpec
 from kvbench.api.routing import TEXT_POLICIES, RoutingArm
 from kvbench.api.status import ExperimentStatus
 from kvbench.api.workers import Variant, WorkerPool
@@ -24,6 +24,9 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_RUNS",
+    "MAX_SPEC_BYTES",
+    "MAX_WORKERS",
     "PLURAL",
     "SHORT_NAME",
     "VERSION",
@@ -41,11 +44,19 @@ SHORT_NAME = "bx"
 
 _NAMED_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
 
+MAX_RUNS = 2000
+"""Runs of one experiment: its plan is built in one go, its aggregate sits in the status."""
+MAX_WORKERS = 256
+"""Worker pods of one experiment, over all pools (each is in the status of every run)."""
+MAX_SPEC_BYTES = 64 << 10
+"""The spec as JSON (a real one is a few KiB): kubectl keeps a copy in an annotation (all of
+an object's share 256 KiB), the results store another in a ConfigMap beside the run states."""
 
-class ExperimentSpec(ApiModel):
+
+class ExperimentSpec(SpecModel):
     """What to measure and how: engine, workers, variants, routing arms, workload and load."""
 
-    model_config = ApiModel.model_config | {
+    model_config = SpecModel.model_config | {
         "json_schema_extra": {
             "x-kubernetes-validations": [
                 {
@@ -92,6 +103,32 @@ class ExperimentSpec(ApiModel):
     execution: Execution = Field(default_factory=Execution)
     cleanup: Cleanup = Field(default_factory=Cleanup)
     simulator: Simulator = Field(default_factory=Simulator)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "ExperimentSpec":
+        size = len(self.model_dump_json(by_alias=True, exclude_none=True))
+        if size > MAX_SPEC_BYTES:
+            raise ValueError(f"the spec is {size} bytes as JSON; at most {MAX_SPEC_BYTES}")
+        if self.total_workers > MAX_WORKERS:
+            raise ValueError(
+                f"workers: {self.total_workers} replicas in all; at most {MAX_WORKERS}"
+            )
+        runs = len(self.variant_names()) * len(self.routing) * self.point_count
+        runs *= self.load.trials
+        if runs > MAX_RUNS:
+            raise ValueError(
+                f"load: variants x routing arms x points x trials make {runs} runs; at most "
+                f"{MAX_RUNS} (fewer points, trials, arms or variants)"
+            )
+        most = self.workload.most_requests(max(self.load.concurrency))
+        warmup = self.load.warmup
+        most_warmup = max(warmup.requests, warmup.requests_per_prefix * self.most_prefixes)
+        if max(most, most_warmup) > MAX_REQUESTS:
+            raise ValueError(
+                f"workload: a point would send {max(most, most_warmup)} requests (measured or "
+                f"warm-up); at most {MAX_REQUESTS}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _names_unique(self) -> "ExperimentSpec":
@@ -180,13 +217,32 @@ class ExperimentSpec(ApiModel):
     def total_workers(self) -> int:
         return sum(pool.replicas for pool in self.workers)
 
+    @property
+    def most_prefixes(self) -> int:
+        """The largest prefix count of the workload's points (1 without shared prefixes)."""
+        shared = self.workload.shared_prefix
+        return max(shared.prefixes) if shared is not None else 1
+
+    @property
+    def point_count(self) -> int:
+        """Workload points: prefix counts x request rates x concurrencies."""
+        shared = self.workload.shared_prefix
+        prefixes = len(shared.prefixes) if shared is not None else 1
+        return prefixes * len(self.load.request_rates or [None]) * len(self.load.concurrency)
+
 
 class ObjectMeta(BaseModel):
     """The parts of Kubernetes metadata kvbench reads; the rest is kept as it is."""
 
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$", max_length=40)
+    name: str = Field(
+        ...,
+        pattern=r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$",
+        max_length=40,
+        description="At most 40 characters, so `<name>-r<run>-a<attempt>-load` and the other "
+        "children stay within Kubernetes' 63; a letter first, as Service names need",
+    )
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)

@@ -1,11 +1,23 @@
-"""Small Kubernetes shapes the spec reuses: env vars, tolerations, resources, volumes."""
+"""Small Kubernetes shapes the spec reuses: env vars, tolerations, resources, volumes.
+
+Each carries the checks the API server applies to the pod it ends up in, so a spec that would
+make a StatefulSet or Job refused is refused itself, naming its own field."""
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from kvbench.api.base import ApiModel
-from kvbench.api.units import ByteSize, Quantity
+from kvbench.api.affinity import Affinity
+from kvbench.api.base import MAX_INT, SpecModel
+from kvbench.api.names import (
+    NO_NUL,
+    ConfigKey,
+    DnsSubdomain,
+    LabelKey,
+    LabelValue,
+    VolumePath,
+)
+from kvbench.api.units import ByteSize, Quantity, parse_quantity
 
 __all__ = [
     "DNS_LABEL",
@@ -22,22 +34,25 @@ __all__ = [
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$"
 """Names that become part of pod and job names: short DNS labels."""
 
+_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+"""Resources the scheduler may overcommit; every other (extended) one is whole and exact."""
 
-class SecretKeyRef(ApiModel):
+
+class SecretKeyRef(SpecModel):
     """A key of a Secret in the experiment's namespace."""
 
-    name: str = Field(..., min_length=1)
-    key: str = Field("token", min_length=1)
+    name: DnsSubdomain
+    key: ConfigKey = "token"
 
 
-class ConfigMapKeyRef(ApiModel):
+class ConfigMapKeyRef(SpecModel):
     """A key of a ConfigMap in the experiment's namespace."""
 
-    name: str = Field(..., min_length=1)
-    key: str = Field(..., min_length=1)
+    name: DnsSubdomain
+    key: ConfigKey
 
 
-class EnvVarSource(ApiModel):
+class EnvVarSource(SpecModel):
     """Where an env var's value comes from (one of the two)."""
 
     secret_key_ref: SecretKeyRef | None = None
@@ -50,11 +65,11 @@ class EnvVarSource(ApiModel):
         return self
 
 
-class EnvVar(ApiModel):
+class EnvVar(SpecModel):
     """An environment variable, as in a container spec."""
 
-    name: str = Field(..., pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-    value: str | None = None
+    name: str = Field(..., pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$", max_length=256)
+    value: str | None = Field(None, pattern=NO_NUL, max_length=4096)
     value_from: EnvVarSource | None = None
 
     @model_validator(mode="after")
@@ -64,40 +79,91 @@ class EnvVar(ApiModel):
         return self
 
 
-class Toleration(ApiModel):
-    """A pod toleration."""
+class Toleration(SpecModel):
+    """A pod toleration, with the API server's rules on which fields go together."""
 
-    key: str | None = None
+    key: LabelKey | None = None
     operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
+    value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(None, ge=0)
+    toleration_seconds: int | None = Field(None, ge=0, le=MAX_INT)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Toleration":
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists takes no value")
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration without key needs operator Exists (it matches all)")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect NoExecute")
+        return self
 
 
-class Resources(ApiModel):
-    """Container resources, e.g. limits {nvidia.com/gpu: 1}."""
+class Resources(SpecModel):
+    """Container resources, e.g. limits {nvidia.com/gpu: 1}.
 
-    requests: dict[str, Quantity] = Field(default_factory=dict)
-    limits: dict[str, Quantity] = Field(default_factory=dict)
+    As the API server has it: a name is cpu, memory, ephemeral-storage or a qualified name
+    such as nvidia.com/gpu (hugepages are not for inference servers); a request is at most its
+    limit; an extended resource is a whole number and its request, if any, equals its limit."""
+
+    requests: dict[LabelKey, Quantity] = Field(default_factory=dict, max_length=32)
+    limits: dict[LabelKey, Quantity] = Field(default_factory=dict, max_length=32)
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _known_names(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for name in values:
+            if name not in _CONTAINER_RESOURCES and "/" not in name:
+                raise ValueError(
+                    f"{name[:80]!r}: a resource is cpu, memory, ephemeral-storage or a "
+                    "qualified name such as nvidia.com/gpu"
+                )
+        return values
+
+    @model_validator(mode="after")
+    def _requests_fit_limits(self) -> "Resources":
+        for name, amount in {**self.requests, **self.limits}.items():
+            whole = parse_quantity(amount) == parse_quantity(amount).to_integral_value()
+            if name not in _CONTAINER_RESOURCES and not whole:
+                raise ValueError(f"{name}: an extended resource is a whole number")
+        for name, request in self.requests.items():
+            limit = self.limits.get(name)
+            if limit is None:
+                if name not in _CONTAINER_RESOURCES:
+                    raise ValueError(f"requests.{name}: an extended resource needs a limit")
+                continue
+            asked, allowed = parse_quantity(request), parse_quantity(limit)
+            if asked > allowed:
+                raise ValueError(f"requests.{name} ({request}) is above its limit ({limit})")
+            if name not in _CONTAINER_RESOURCES and asked != allowed:
+                raise ValueError(f"requests.{name}: an extended resource's request is its limit")
+        return self
 
 
-class Placement(ApiModel):
+class Placement(SpecModel):
     """Where pods go: node selector, tolerations, affinity (as in a pod spec)."""
 
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
-    affinity: dict[str, Any] | None = Field(
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
+    affinity: Affinity | None = Field(
         None, description="A pod affinity block, passed to the pod spec as written"
     )
 
 
-class ModelCache(ApiModel):
+class ModelCache(SpecModel):
     """A volume for model weights: a PersistentVolumeClaim, a host path or an emptyDir."""
 
-    mount_path: str = Field("/root/.cache/huggingface", pattern=r"^/")
-    persistent_volume_claim: str | None = Field(None, min_length=1, description="Claim name")
-    host_path: str | None = Field(None, pattern=r"^/")
+    mount_path: VolumePath = "/root/.cache/huggingface"
+    persistent_volume_claim: DnsSubdomain | None = Field(None, description="Claim name")
+    host_path: VolumePath | None = None
     empty_dir_size_limit: ByteSize | None = None
+
+    @field_validator("mount_path")
+    @classmethod
+    def _not_tmp(cls, value: str) -> str:
+        if value.rstrip("/") == "/tmp":
+            raise ValueError("/tmp is the engine's own scratch volume; mount the cache elsewhere")
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelCache":

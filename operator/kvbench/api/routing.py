@@ -2,10 +2,11 @@
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from kvbench.api.base import ApiModel
+from kvbench.api.base import SpecModel
 from kvbench.api.kube import DNS_LABEL
+from kvbench.api.names import Arg, ImageRef, LabelKey, LabelValue
 
 __all__ = [
     "ARM_KINDS",
@@ -23,37 +24,64 @@ RouterPolicy = Literal[
 ARM_KINDS = ("service", "router", "external", "prefix_affinity", "dynamo")
 # Router policies that read the prompt's text, so token-id prompts would defeat them.
 TEXT_POLICIES = frozenset({"cache_aware", "consistent_hash", "kv_aware"})
+_ROUTER_FLAGS = frozenset(
+    {
+        "--host",
+        "--port",
+        "--policy",
+        "--worker-urls",
+        "--prometheus-host",
+        "--prometheus-port",
+        "--kv-event-source",
+    }
+)
 
 
-class ServiceArm(ApiModel):
+class ServiceArm(SpecModel):
     """Plain Kubernetes load balancing: a ClusterIP Service picks a pod per connection."""
 
 
-class RouterArm(ApiModel):
+class RouterArm(SpecModel):
     """A router the operator deploys in front of the workers."""
 
     implementation: Literal["vllm-router", "sglang-router"] = "vllm-router"
-    image: str | None = Field(None, min_length=1, description="Router image (default per kind)")
+    image: ImageRef | None = Field(None, description="Router image (default per kind)")
     policy: RouterPolicy = "cache_aware"
-    extra_args: list[str] = Field(default_factory=list)
+    extra_args: list[Arg] = Field(
+        default_factory=list,
+        max_length=256,
+        description="More router arguments (never one kvbench sets: the address, policy, "
+        "workers, metrics and KV event sources)",
+    )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_own_flags(cls, args: list[str]) -> list[str]:
+        for i, arg in enumerate(args):
+            flag = arg.split("=", 1)[0]
+            if flag in _ROUTER_FLAGS:
+                raise ValueError(f"[{i}] {flag}: kvbench sets it for the router itself")
+        return args
 
 
-class ExternalArm(ApiModel):
+class ExternalArm(SpecModel):
     """A front end someone else runs (e.g. a Dynamo frontend) and the pods behind it."""
 
-    url: str = Field(..., pattern=r"^https?://[^\s/]+(/.*)?$", description="Base URL")
-    pod_selector: dict[str, str] = Field(
+    url: str = Field(
+        ..., pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=2048, description="Base URL"
+    )
+    pod_selector: dict[LabelKey, LabelValue] = Field(
         ..., min_length=1, description="Labels of the worker pods whose counters are read"
     )
     metrics_port: int = Field(8000, ge=1, le=65535)
 
 
-class PrefixAffinityArm(ApiModel):
+class PrefixAffinityArm(SpecModel):
     """The load generator sends each prefix group straight to one pod (consistent hashing):
     the upper bound of what KV-aware routing can reach."""
 
 
-class DynamoArm(ApiModel):
+class DynamoArm(SpecModel):
     """NVIDIA Dynamo's OpenAI frontend with a router mode, in front of workers Dynamo runs:
     `dynamo.vllm` on GPU clusters, `dynamo.mocker` (its GPU-less engine) locally and on
     clusters without GPUs. The workers get the engine's KV cache size and block size.
@@ -72,15 +100,15 @@ class DynamoArm(ApiModel):
     kv_events: bool | None = Field(
         None, description="kv mode only; false: predict caches from routing decisions"
     )
-    image: str | None = Field(
-        None, min_length=1, description="Dynamo runtime image on clusters (default per release)"
+    image: ImageRef | None = Field(
+        None, description="Dynamo runtime image on clusters (default per release)"
     )
 
 
-class RoutingArm(ApiModel):
+class RoutingArm(SpecModel):
     """One arm of the comparison: a name and exactly one way of routing."""
 
-    model_config = ApiModel.model_config | {
+    model_config = SpecModel.model_config | {
         "json_schema_extra": {
             "oneOf": [
                 {"required": ["service"]},

@@ -2,19 +2,23 @@
 
 from pydantic import Field
 
-from kvbench.api.base import ApiModel
+from kvbench.api.base import SpecModel
 from kvbench.api.engine import EngineOverrides
 from kvbench.api.kube import DNS_LABEL, Placement, Resources
+from kvbench.api.names import LiteralArg
 from kvbench.api.units import ByteSize
 
 __all__ = ["PoolSimulation", "Variant", "WorkerPool"]
 
 
-class PoolSimulation(ApiModel):
+class PoolSimulation(SpecModel):
     """Which GPU this pool stands for when the simulator replaces vLLM."""
 
-    profile: str | None = Field(
-        None, min_length=1, description="Timing profile name (see `kvbench sim --help`)"
+    profile: LiteralArg | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        description="Timing profile name (see `kvbench sim --help`)",
     )
     gpu_memory_bytes: ByteSize | None = Field(None, description="Memory of the simulated GPU")
 
@@ -32,7 +36,7 @@ class WorkerPool(Placement):
     simulation: PoolSimulation | None = None
 
 
-class Variant(ApiModel):
+class Variant(SpecModel):
     """A named change of the engine flags; every variant runs on its own fresh servers."""
 
     name: str = Field(..., pattern=DNS_LABEL)

@@ -4,7 +4,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kvbench.api.base import ApiModel
+from kvbench.api.base import SpecModel
+from kvbench.api.engine import MAX_TOKENS
+from kvbench.api.load import MAX_PREFIXES, MAX_REQUESTS
 from kvbench.api.units import Duration
 
 __all__ = [
@@ -19,21 +21,21 @@ __all__ = [
 WORKLOAD_KINDS = ("shared_prefix", "random", "interference")
 
 
-class SharedPrefixWorkload(ApiModel):
+class SharedPrefixWorkload(SpecModel):
     """Article 002: requests share one of P prefixes and carry a unique suffix.
 
     Each entry of `prefixes` is one workload point. Requests per point are
     `prefixes x requestsPerPrefix`, at least `minRequests`.
     """
 
-    prefixes: list[Annotated[int, Field(ge=1)]] = Field(
+    prefixes: list[Annotated[int, Field(ge=1, le=MAX_PREFIXES)]] = Field(
         ..., min_length=1, max_length=64, description="Numbers of distinct prefixes, one point each"
     )
-    prefix_tokens: int = Field(2032, ge=1, description="Tokens of the shared prefix")
-    suffix_tokens: int = Field(339, ge=1, description="Tokens of the unique suffix")
-    output_tokens: int = Field(64, ge=1, description="Tokens generated per request")
-    requests_per_prefix: int = Field(20, ge=1)
-    min_requests: int = Field(200, ge=1)
+    prefix_tokens: int = Field(2032, ge=1, le=MAX_TOKENS, description="Tokens of the shared prefix")
+    suffix_tokens: int = Field(339, ge=1, le=MAX_TOKENS, description="Tokens of the unique suffix")
+    output_tokens: int = Field(64, ge=1, le=MAX_TOKENS, description="Tokens generated per request")
+    requests_per_prefix: int = Field(20, ge=1, le=MAX_REQUESTS)
+    min_requests: int = Field(200, ge=1, le=MAX_REQUESTS)
 
     @field_validator("prefixes")
     @classmethod
@@ -51,10 +53,10 @@ class SharedPrefixWorkload(ApiModel):
         return self.prefix_tokens + self.suffix_tokens
 
 
-class Length(ApiModel):
+class Length(SpecModel):
     """A token length: fixed (`mean` only) or drawn from a distribution, clipped to min/max."""
 
-    model_config = ApiModel.model_config | {
+    model_config = SpecModel.model_config | {
         "json_schema_extra": {
             "x-kubernetes-validations": [
                 {
@@ -66,10 +68,10 @@ class Length(ApiModel):
     }
 
     distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
-    mean: int = Field(..., ge=1)
-    stddev: float | None = Field(None, ge=0, description="normal and lognormal only")
-    min: int | None = Field(None, ge=1)
-    max: int | None = Field(None, ge=1)
+    mean: int = Field(..., ge=1, le=MAX_TOKENS)
+    stddev: float | None = Field(None, ge=0, le=MAX_TOKENS, description="normal and lognormal only")
+    min: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    max: int | None = Field(None, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Length":
@@ -91,14 +93,16 @@ class Length(ApiModel):
         raise ValueError(f"a {self.distribution} length without max has no upper bound")
 
 
-class RandomWorkload(ApiModel):
+class RandomWorkload(SpecModel):
     """Article 000's sweeps: distinct random prompts (never repeated, so no prefix hits)."""
 
     input_tokens: Length
     output_tokens: Length
-    requests: int | None = Field(None, ge=1, description="Measured requests per point")
+    requests: int | None = Field(
+        None, ge=1, le=MAX_REQUESTS, description="Measured requests per point"
+    )
     requests_per_concurrency: int | None = Field(
-        None, ge=1, description="Or: measured requests = concurrency x this"
+        None, ge=1, le=MAX_REQUESTS, description="Or: measured requests = concurrency x this"
     )
 
     @model_validator(mode="after")
@@ -118,25 +122,27 @@ class RandomWorkload(ApiModel):
         return concurrency * (self.requests_per_concurrency or 4)
 
 
-class InterferenceWorkload(ApiModel):
+class InterferenceWorkload(SpecModel):
     """Article 000's chunk-size test: one long decoding stream while long prompts arrive.
 
     The stream's inter-token gaps are the result.
     """
 
-    stream_input_tokens: int = Field(32, ge=1)
-    stream_output_tokens: int = Field(1024, ge=2)
-    prompts: int = Field(3, ge=1, description="Long prompts injected during the stream")
-    prompt_tokens: int = Field(3500, ge=1)
-    prompt_output_tokens: int = Field(1, ge=1)
+    stream_input_tokens: int = Field(32, ge=1, le=MAX_TOKENS)
+    stream_output_tokens: int = Field(1024, ge=2, le=MAX_TOKENS)
+    prompts: int = Field(
+        3, ge=1, le=MAX_REQUESTS, description="Long prompts injected during the stream"
+    )
+    prompt_tokens: int = Field(3500, ge=1, le=MAX_TOKENS)
+    prompt_output_tokens: int = Field(1, ge=1, le=MAX_TOKENS)
     inject_after: Duration = Field("1s", description="When the first prompt arrives")
     inject_interval: Duration = Field("0s", description="Gap between injected prompts")
 
 
-class Workload(ApiModel):
+class Workload(SpecModel):
     """Exactly one workload kind, and how prompts are written."""
 
-    model_config = ApiModel.model_config | {
+    model_config = SpecModel.model_config | {
         "json_schema_extra": {
             "oneOf": [
                 {"required": ["sharedPrefix"]},
@@ -169,6 +175,15 @@ class Workload(ApiModel):
     def kind(self) -> str:
         """shared_prefix, random or interference."""
         return next(k for k in WORKLOAD_KINDS if getattr(self, k) is not None)
+
+    def most_requests(self, concurrency: int) -> int:
+        """Most measured requests of one point, at the highest `concurrency`."""
+        if self.shared_prefix is not None:
+            return self.shared_prefix.requests_for(max(self.shared_prefix.prefixes))
+        if self.random is not None:
+            return self.random.requests_for(concurrency)
+        assert self.interference is not None
+        return 1 + self.interference.prompts
 
     def longest_request(self) -> int:
         """Most tokens (prompt + output) one request can hold."""

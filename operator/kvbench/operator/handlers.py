@@ -13,6 +13,7 @@ import kopf
 import kubernetes
 
 from kvbench.api import GROUP, PLURAL, VERSION
+from kvbench.operator.diffbase import DigestDiffBaseStorage
 from kvbench.operator.experiments import ExperimentController
 from kvbench.operator.metrics import OperatorMetrics
 
@@ -30,7 +31,7 @@ def configure_operator(client: kubernetes.client.ApiClient, metrics: OperatorMet
 @kopf.on.startup()
 def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kvbench.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = DigestDiffBaseStorage(
         prefix="kvbench.io", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING

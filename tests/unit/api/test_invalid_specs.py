@@ -348,6 +348,105 @@ CASES: list[Case] = [
         ("not both",),
     ),
     Case(
+        "toleration-no-key-equal",
+        _value(
+            "spec.workers.0.tolerations",
+            [{"operator": "Equal", "value": "x"}],
+            [{"operator": "Exists"}],
+        ),
+        "spec.workers[0].tolerations[0]",
+        ("operator Exists",),
+    ),
+    Case(
+        "toleration-seconds-not-no-execute",
+        _value(
+            "spec.workers.0.tolerations",
+            [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}],
+            [{"key": "a", "effect": "NoExecute", "tolerationSeconds": 5}],
+        ),
+        "spec.workers[0].tolerations[0]",
+        ("NoExecute",),
+    ),
+    Case(
+        "gpu-request-without-limit",
+        _value(
+            "spec.workers.0.resources",
+            {"requests": {"nvidia.com/gpu": 1}},
+            {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}},
+        ),
+        "spec.workers[0].resources",
+        ("needs a limit",),
+    ),
+    Case(
+        "gpu-request-below-limit",
+        _value(
+            "spec.workers.0.resources",
+            {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}},
+            {"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 2}},
+        ),
+        "spec.workers[0].resources",
+        ("request is its limit",),
+    ),
+    Case(
+        "hf-home-with-model-cache",
+        _with(
+            _value("spec.engine.modelCache", None, {"hostPath": "/models"}),
+            _value("spec.engine.env", [{"name": "HF_HOME", "value": "/x"}], []),
+        ),
+        "spec.engine",
+        ("HF_HOME",),
+    ),
+    Case(
+        "extra-arg-dollar-dollar",
+        _value("spec.engine.extraArgs", ["a$$b"], ["a$b"]),
+        "spec.engine.extraArgs[0]",
+        ("variable references",),
+    ),
+    Case(
+        "extra-args-kv-events",
+        _value("spec.engine.extraArgs", ["--kv-events-config={}"], ["--enable-lora"]),
+        "spec.engine.extraArgs",
+        ("kvbench sets",),
+    ),
+    Case(
+        "dev-mode-true",
+        _value(
+            "spec.engine.env",
+            [{"name": "VLLM_SERVER_DEV_MODE", "value": "true"}],
+            [{"name": "VLLM_SERVER_DEV_MODE", "value": "1"}],
+        ),
+        "spec.engine.env",
+        ("'0' or '1'",),
+    ),
+    Case("replicas-bool", _value("spec.workers.0.replicas", True, 1), "spec.workers[0].replicas"),
+    Case("seed-string", _value("spec.load.seed", "7", 7), "spec.load.seed"),
+    Case(
+        "time-scale-infinite",
+        _value("spec.simulator", {"timeScale": float("inf")}, {"timeScale": 0.5}),
+        "spec.simulator.timeScale",
+    ),
+    Case(
+        "rate-nan",
+        _value("spec.load.requestRates", [float("nan")], [1.0]),
+        "spec.load.requestRates[0]",
+    ),
+    Case(
+        "timeout-nan",
+        _value("spec.timeouts", {"run": float("nan")}, {"run": 60}),
+        "spec.timeouts.run",
+        ("30 days",),
+    ),
+    Case(
+        "pod-selector-label-value",
+        _value(
+            "spec.routing.0",
+            {"name": "e", "external": {"url": "http://x", "podSelector": {"app": "a b"}}},
+            {"name": "e", "external": {"url": "http://x", "podSelector": {"app": "a-b"}}},
+        ),
+        "spec.routing[0].external.podSelector.app",
+        ("label value",),
+    ),
+    Case(
         "model-cache-two-sources",
         _value(
             "spec.engine.modelCache",

@@ -50,7 +50,7 @@ WORKLOADS = {
 }
 CLUSTER_READS = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
-    ("", "nodes"): {"get"},
+    ("", "nodes"): {"get", "list"},
 }
 NAMESPACES = {("", "namespaces"): {"list", "watch"}}  # kopf's scan, given namespaces
 
@@ -135,7 +135,7 @@ def test_only_all_namespaces_gets_a_cluster_role_beyond_cluster_reads(rendered) 
                 "resources": ["customresourcedefinitions"],
                 "verbs": ["list", "watch"],
             },
-            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         ]
     roles = [m["metadata"]["namespace"] for m in rendered["namespaces"] if m["kind"] == "Role"]
