@@ -164,7 +164,12 @@ def load_experiment(path: str | Path) -> BenchmarkExperiment:
     except yaml.YAMLError as err:
         raise SpecError(str(path), [f"(document): not valid YAML: {err}"]) from None
     except UnicodeDecodeError as err:
-        raise SpecError(str(path), [f"(document): not UTF-8 text: {err}"]) from None
+        line = data[: err.start].count(b"\n") + 1
+        raise SpecError(
+            str(path),
+            [f"(document): not UTF-8 text: byte {err.start} (line {line}) is "
+             f"0x{data[err.start]:02x}: {err.reason}"],
+        ) from None  # fmt: skip
     except ValueError as err:
         raise SpecError(str(path), [f"(document): {err}"]) from None
     if len(documents) != 1:

@@ -98,3 +98,10 @@ def test_a_spec_error_stays_short_whatever_the_input() -> None:
     message = str(SpecError("x.yaml", problems))
     assert len(message) < 10_000 and "... and 480 more" in message
     assert message.splitlines()[1].strip().startswith("spec.workers[0].nodeSelector.kkk")
+
+
+def test_a_file_that_is_not_utf8_names_the_byte_and_its_line(tmp_path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"apiVersion: kvbench.io/v1alpha1\nkind: BenchmarkExperiment\n# caf\xe9\n")
+    with pytest.raises(SpecError, match=r"byte 63 \(line 3\) is 0xe9"):
+        load_experiment(path)
