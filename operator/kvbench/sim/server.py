@@ -397,7 +397,15 @@ class SimServer:
         except ConnectionResetError:
             return response
         ready = asyncio.Event()
-        sim_request.notify = lambda _r: ready.set()
+        released = [0, False]
+        """Tokens and the end as of the step that was released: by the time this task runs
+        the engine may have computed the next step (its tokens are due later)."""
+
+        def notify(r: SimRequest) -> None:
+            released[:] = [r.num_output_tokens, r.finished]
+            ready.set()
+
+        sim_request.notify = notify
         self.runner.submit(sim_request)
         decode = self.tokenizer.decode_one
         parts = [writer.role_chunk()] if writer.chat else []
@@ -406,8 +414,8 @@ class SimServer:
             while True:
                 await ready.wait()
                 ready.clear()
-                finished = sim_request.finished
-                ids = sim_request.output_token_ids(sent)
+                upto, finished = released
+                ids = sim_request.output_token_ids(sent, upto)
                 sent += len(ids)
                 last = [ids.pop()] if finished and ids else []
                 if ids:
