@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 from kvbench.api import GROUP, PLURAL, VERSION
 from kvbench.kube.manifests import LABEL_UID
 from kvbench.testing.cluster import TestCluster
+from kvbench.testing.experiments import children
 from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -129,26 +130,6 @@ def hostile(cluster: TestCluster, operator: dict[str, Any]) -> Iterator[Run]:
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, 120, "hostile pods gone")
 
 
-def _children(cluster: TestCluster, namespace: str, uid: str) -> list[str]:
-    client = cluster.api_client()
-    core = kubernetes.client.CoreV1Api(client)
-    apps = kubernetes.client.AppsV1Api(client)
-    batch = kubernetes.client.BatchV1Api(client)
-    selector = f"{LABEL_UID}={uid}"
-    found = []
-    for kind, call in (
-        ("pod", core.list_namespaced_pod),
-        ("service", core.list_namespaced_service),
-        ("configmap", core.list_namespaced_config_map),
-        ("statefulset", apps.list_namespaced_stateful_set),
-        ("deployment", apps.list_namespaced_deployment),
-        ("job", batch.list_namespaced_job),
-    ):
-        items = call(namespace, label_selector=selector).items
-        found += [f"{kind}/{o.metadata.name}" for o in items]
-    return found
-
-
 @pytest.mark.parametrize("case_id", list(BY_ID))
 def test_hostile_spec_is_refused_naming_the_field(
     cluster: TestCluster, hostile: Run, case_id: str
@@ -165,7 +146,7 @@ def test_hostile_spec_is_refused_naming_the_field(
         failed = {c["type"]: c for c in status["conditions"]}["Failed"]
         assert failed["status"] == "True"
         message = failed["message"]
-        assert _children(cluster, hostile.namespace, outcome.uid) == []
+        assert children(cluster, hostile.namespace, outcome.uid) == []
     assert names_field(message, case.field), f"{case.field} not named in: {message}"
     assert case.also.lower() in message.lower(), message
 

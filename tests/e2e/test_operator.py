@@ -28,6 +28,7 @@ from kvbench.kube.manifests import LABEL_UID
 from kvbench.kube.store import ConfigMapStore
 from kvbench.plan import plan_experiment
 from kvbench.testing.cluster import TestCluster
+from kvbench.testing.experiments import children
 from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
@@ -40,31 +41,6 @@ def _store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
     )
     store.load()
     return store
-
-
-def _children(cluster: TestCluster, namespace: str, uid: str) -> list[str]:
-    client = cluster.api_client()
-    core = kubernetes.client.CoreV1Api(client)
-    apps = kubernetes.client.AppsV1Api(client)
-    batch = kubernetes.client.BatchV1Api(client)
-    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
-    selector = f"{LABEL_UID}={uid}"
-    found = []
-    for kind, call in (
-        ("pod", core.list_namespaced_pod),
-        ("service", core.list_namespaced_service),
-        ("configmap", core.list_namespaced_config_map),
-        ("serviceaccount", core.list_namespaced_service_account),
-        ("statefulset", apps.list_namespaced_stateful_set),
-        ("deployment", apps.list_namespaced_deployment),
-        ("job", batch.list_namespaced_job),
-        ("role", rbac.list_namespaced_role),
-        ("rolebinding", rbac.list_namespaced_role_binding),
-    ):
-        found += [
-            f"{kind}/{o.metadata.name}" for o in call(namespace, label_selector=selector).items
-        ]
-    return found
 
 
 def _kvbench(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
@@ -139,7 +115,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
         node = core.read_node(pod.items[0].spec.node_name)
         assert "nvidia.com/gpu.present" not in (node.metadata.labels or {}), "a CPU node"
     wait_for(
-        lambda: not [c for c in _children(cluster, namespace, uid) if c.startswith("pod/")
+        lambda: not [c for c in children(cluster, namespace, uid) if c.startswith("pod/")
                      and "-load-" not in c],
         120, "the workers to be gone",
     )  # fmt: skip
@@ -206,7 +182,7 @@ def test_invalid_specs_fail_naming_the_field_with_no_child(
     failed = {c["type"]: c for c in body["status"]["conditions"]}["Failed"]
     assert failed["status"] == "True" and failed["reason"] == "InvalidSpec"
     assert "VLLM_SERVER_DEV_MODE" in failed["message"]
-    assert _children(cluster, namespace, body["metadata"]["uid"]) == []
+    assert children(cluster, namespace, body["metadata"]["uid"]) == []
 
 
 def test_a_worker_never_ready_fails_the_run_naming_the_pod_and_cleans_up(
@@ -226,7 +202,7 @@ def test_a_worker_never_ready_fails_the_run_naming_the_pod_and_cleans_up(
     assert f"{name}-gpu-0" in record.error and "10 s" in record.error
     uid = body["metadata"]["uid"]
     wait_for(
-        lambda: not [c for c in _children(cluster, namespace, uid)
+        lambda: not [c for c in children(cluster, namespace, uid)
                      if c.split("/")[0] in ("pod", "statefulset")],
         120, "the workers to be gone",
     )  # fmt: skip
@@ -248,7 +224,7 @@ def test_two_side_by_side_and_deleting_one_leaves_nothing_of_it(
     uid = get(cluster, namespace, deleted)["metadata"]["uid"]
     removed = cluster.kubectl("delete", "bx", deleted, "-n", namespace, "--timeout=180s")
     assert removed.returncode == 0, removed.stderr
-    wait_for(lambda: _children(cluster, namespace, uid) == [], 180, f"{deleted}'s children gone")
+    wait_for(lambda: children(cluster, namespace, uid) == [], 180, f"{deleted}'s children gone")
     body = wait_phase(cluster, namespace, kept, {"Succeeded", "Failed"}, 600)
     assert body["status"]["phase"] == "Succeeded", body["status"]
     record = _store(cluster, namespace, kept).records()[0]

@@ -14,8 +14,10 @@ from kvbench.loadgen.config import TokenSpace
 from kvbench.loadgen.workload import build_sequence
 from kvbench.plan import plan_experiment
 from kvbench.testing.cluster import TestCluster
+from kvbench.testing.experiments import namespace_objects
+from kvbench.testing.wait import wait_for
 
-__all__ = ["Verdict", "check_experiment", "check_nothing_left"]
+__all__ = ["Verdict", "check_experiment", "check_nothing_left", "delete_leaving_nothing"]
 
 _JOB = re.compile(r"^(?P<name>.+)-r(?P<index>\d+)-a(?P<attempt>\d+)-load$")
 
@@ -128,26 +130,18 @@ def _job_violations(
     return problems
 
 
-_KINDS = (
-    ("pod", "CoreV1Api", "list_namespaced_pod"),
-    ("service", "CoreV1Api", "list_namespaced_service"),
-    ("configmap", "CoreV1Api", "list_namespaced_config_map"),
-    ("serviceaccount", "CoreV1Api", "list_namespaced_service_account"),
-    ("statefulset", "AppsV1Api", "list_namespaced_stateful_set"),
-    ("deployment", "AppsV1Api", "list_namespaced_deployment"),
-    ("job", "BatchV1Api", "list_namespaced_job"),
-    ("role", "RbacAuthorizationV1Api", "list_namespaced_role"),
-    ("rolebinding", "RbacAuthorizationV1Api", "list_namespaced_role_binding"),
-)
 _CLUSTER_OWN = {"configmap/kube-root-ca.crt", "serviceaccount/default"}
 
 
 def check_nothing_left(cluster: TestCluster, namespace: str) -> list[str]:
     """Everything in `namespace` that is not the cluster's own: after the experiments are
     deleted, any of it is an orphan."""
-    client = cluster.api_client()
-    left = []
-    for kind, api, call in _KINDS:
-        items = getattr(getattr(kubernetes.client, api)(client), call)(namespace).items
-        left += [f"{kind}/{o.metadata.name}" for o in items]
-    return sorted(set(left) - _CLUSTER_OWN)
+    return sorted(set(namespace_objects(cluster, namespace)) - _CLUSTER_OWN)
+
+
+def delete_leaving_nothing(cluster: TestCluster, namespace: str, name: str) -> None:
+    """`kubectl delete bx NAME`, then every child must go (the garbage collector's work)."""
+    deleted = cluster.kubectl("delete", "bx", name, "-n", namespace, "--timeout=180s")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: check_nothing_left(cluster, namespace) == [], 120,
+             "the garbage collector to remove every child")  # fmt: skip

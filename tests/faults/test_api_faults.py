@@ -7,12 +7,11 @@ import time
 import pytest
 from campaign import STEPS, Driver
 from experiments import small_experiment
-from invariants import check_experiment, check_nothing_left
+from invariants import check_experiment, delete_leaving_nothing
 from refusals import RefusingWebhook
 
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import apply, wait_phase
-from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
 REFUSAL_SECONDS = 20
@@ -27,10 +26,7 @@ def _finish(cluster: TestCluster, namespace: str, name: str, disturbed: set[str]
     assert verdict.violations == []
     assert body["status"]["phase"] == "Succeeded", body["status"]
     assert verdict.recorded == verdict.planned
-    deleted = cluster.kubectl("delete", "bx", name, "-n", namespace, "--timeout=180s")
-    assert deleted.returncode == 0, deleted.stderr
-    wait_for(lambda: check_nothing_left(cluster, namespace) == [], 120,
-             "the garbage collector to remove every child")  # fmt: skip
+    delete_leaving_nothing(cluster, namespace, name)
     return body
 
 

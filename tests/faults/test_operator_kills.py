@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from campaign import STEPS, Driver
 from experiments import small_experiment
-from invariants import check_experiment, check_nothing_left
+from invariants import check_experiment, delete_leaving_nothing
 
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import apply, wait_phase
-from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +53,4 @@ def test_operator_killed_at_every_step_loses_nothing_and_doubles_nothing(
     assert (verdict.planned, verdict.recorded) == (12, 12)
     assert body["status"]["phase"] == "Succeeded", body["status"]
 
-    deleted = cluster.kubectl("delete", "bx", name, "-n", namespace, "--timeout=180s")
-    assert deleted.returncode == 0, deleted.stderr
-    wait_for(lambda: check_nothing_left(cluster, namespace) == [], 120,
-             "the garbage collector to remove every child")  # fmt: skip
+    delete_leaving_nothing(cluster, namespace, name)

@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 from campaign import STEPS, Driver
 from experiments import small_experiment
-from invariants import check_experiment, check_nothing_left
+from invariants import check_experiment, delete_leaving_nothing
 
 from kvbench.api import RunRecord
 from kvbench.kube.store import ConfigMapStore
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import apply, wait_phase
-from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
 WINDOW = next(s for s in STEPS if s.name == "measured window")
@@ -139,7 +138,4 @@ def test_a_fault_in_a_run_is_retried_or_failed_never_recorded_good(
     if fault.inject is not None:
         assert body["status"]["phase"] == "Succeeded", body["status"]
         assert verdict.recorded == verdict.planned
-    deleted = cluster.kubectl("delete", "bx", name, "-n", namespace, "--timeout=180s")
-    assert deleted.returncode == 0, deleted.stderr
-    wait_for(lambda: check_nothing_left(cluster, namespace) == [], 120,
-             "the garbage collector to remove every child")  # fmt: skip
+    delete_leaving_nothing(cluster, namespace, name)

@@ -8,10 +8,11 @@ from typing import Any
 import kubernetes
 
 from kvbench.api import GROUP, PLURAL, VERSION
+from kvbench.kube.manifests import LABEL_UID
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
 
-__all__ = ["apply", "get", "restart_operator", "wait_phase"]
+__all__ = ["apply", "children", "get", "namespace_objects", "restart_operator", "wait_phase"]
 
 
 def apply(cluster: TestCluster, namespace: str, document: dict[str, Any]) -> None:
@@ -64,3 +65,35 @@ def restart_operator(
         )
 
     wait_for(replaced, 180, "a new operator pod to be Ready")
+
+
+_KINDS = (
+    ("pod", "CoreV1Api", "list_namespaced_pod"),
+    ("service", "CoreV1Api", "list_namespaced_service"),
+    ("configmap", "CoreV1Api", "list_namespaced_config_map"),
+    ("serviceaccount", "CoreV1Api", "list_namespaced_service_account"),
+    ("statefulset", "AppsV1Api", "list_namespaced_stateful_set"),
+    ("deployment", "AppsV1Api", "list_namespaced_deployment"),
+    ("job", "BatchV1Api", "list_namespaced_job"),
+    ("role", "RbacAuthorizationV1Api", "list_namespaced_role"),
+    ("rolebinding", "RbacAuthorizationV1Api", "list_namespaced_role_binding"),
+)
+
+
+def namespace_objects(
+    cluster: TestCluster, namespace: str, label_selector: str | None = None
+) -> list[str]:
+    """`kind/name` of every object of the kinds an experiment makes in `namespace`."""
+    client = cluster.api_client()
+    found = []
+    for kind, api, call in _KINDS:
+        listed = getattr(getattr(kubernetes.client, api)(client), call)(
+            namespace, label_selector=label_selector
+        )
+        found += [f"{kind}/{o.metadata.name}" for o in listed.items]
+    return sorted(found)
+
+
+def children(cluster: TestCluster, namespace: str, uid: str) -> list[str]:
+    """What the experiment with `uid` made (its children carry its UID label)."""
+    return namespace_objects(cluster, namespace, f"{LABEL_UID}={uid}")
