@@ -33,7 +33,7 @@ from kvbench.kube.manifests import (
     router_objects,
     worker_objects,
 )
-from kvbench.kube.objects import KubeObjects, selector_string
+from kvbench.kube.objects import KubeObjects, selector_string, status_reason
 from kvbench.kube.results import read_result_document, result_configmap_names, with_retries
 from kvbench.loadgen.config import RunConfig
 from kvbench.loadgen.counters import parse_metrics
@@ -570,8 +570,8 @@ class KubernetesCluster(Cluster):
         try:
             self.core.create_namespaced_config_map(self.exp.namespace, manifest)
         except ApiException as err:
-            if err.status != 409:
-                raise
+            if err.status != 409 or status_reason(err) != "AlreadyExists":
+                raise  # a refusal (409 Conflict, 5xx) is retried by _call
 
     async def _job(self, names: ChildNames) -> Any | None:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes
 from kubernetes.client.rest import ApiException
 
-__all__ = ["KubeObjects", "selector_string"]
+__all__ = ["KubeObjects", "selector_string", "status_reason"]
 
 Manifest = dict[str, Any]
 
@@ -24,7 +24,7 @@ def selector_string(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def _status_reason(err: ApiException) -> str | None:
+def status_reason(err: ApiException) -> str | None:
     """The `reason` of the Status an API error carries (AlreadyExists, Conflict, ...)."""
     try:
         return json.loads(err.body or "{}").get("reason")
@@ -68,7 +68,7 @@ class KubeObjects:
         try:
             create(namespace, manifest)
         except ApiException as err:
-            if err.status != 409 or _status_reason(err) != "AlreadyExists":
+            if err.status != 409 or status_reason(err) != "AlreadyExists":
                 raise  # a 409 Conflict from a busy API server is a passing refusal: retried
             if manifest["kind"] == "Job":
                 return  # a Job's template is immutable: the existing one is the one

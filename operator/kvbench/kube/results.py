@@ -26,12 +26,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import kubernetes
 import urllib3
 from kubernetes.client import CoreV1Api, V1ConfigMap
 from kubernetes.client.exceptions import ApiException
+
+from kvbench.kube.objects import status_reason
 
 __all__ = [
     "CHUNK_BYTES",
@@ -64,11 +66,16 @@ class ResultConfigMapError(RuntimeError):
 
 
 def with_retries(
-    call: Callable[[], T], what: str, patience: float = 60.0, conflicts: bool = True
+    call: Callable[[], T],
+    what: str,
+    patience: float = 60.0,
+    conflicts: bool | Literal["unless-exists"] = True,
 ) -> T:
-    """`call()`, again after a growing pause while the API server answers 409 (a concurrent
-    write; unless not `conflicts`, for creates), 429, 5xx or not at all, for up to
-    `patience` seconds: a control plane restart must not lose a run's result."""
+    """`call()`, again after a growing pause while the API server answers 429, 5xx or not at
+    all, for up to `patience` seconds: a control plane restart must not lose a run's result.
+    A 409 is retried too (a concurrent write, a busy server) unless `conflicts` is False (the
+    caller reads it: an optimistic lock lost), or is "unless-exists" and the object exists
+    (a create's AlreadyExists, which the caller takes as done)."""
     deadline = time.monotonic() + patience
     delay = 0.25
     while True:
@@ -76,7 +83,9 @@ def with_retries(
             return call()
         except ApiException as err:
             status = err.status or 0
-            transient = status >= 500 or status == 429 or (conflicts and status == 409)
+            exists = status == 409 and status_reason(err) == "AlreadyExists"
+            retried_409 = conflicts is True or (conflicts == "unless-exists" and not exists)
+            transient = status >= 500 or status == 429 or (status == 409 and retried_409)
             if not transient or time.monotonic() + delay > deadline:
                 raise
             reason = f"HTTP {status} {err.reason}"
@@ -109,7 +118,7 @@ def ensure_result_configmaps(
             with_retries(
                 functools.partial(api.create_namespaced_config_map, namespace, body),
                 f"creating ConfigMap {namespace}/{name}",
-                conflicts=False,
+                conflicts="unless-exists",
             )
         except ApiException as err:
             if err.status != 409:

@@ -195,7 +195,7 @@ class ConfigMapStore(RunStore):
                     {"metadata": metadata, **content},
                 ),
                 f"creating ConfigMap {self.namespace}/{name}",
-                conflicts=False,
+                conflicts="unless-exists",
             )
         except ApiException as err:
             if err.status != 409:

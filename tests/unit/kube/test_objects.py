@@ -42,3 +42,25 @@ def test_a_refused_write_is_raised_not_taken_for_an_existing_object() -> None:
     with pytest.raises(ApiException) as raised:
         _objects(_refusal("Conflict"), patched).apply(MANIFEST)
     assert raised.value.status == 409 and patched == []
+
+
+def test_a_create_refused_with_409_conflict_is_retried_one_that_exists_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvbench.kube import results
+
+    monkeypatch.setattr(results.time, "sleep", lambda _s: None)
+    answers = [_refusal("Conflict"), _refusal("Conflict"), None]
+
+    def create() -> str:
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+        return "created"
+
+    assert results.with_retries(create, "creating", conflicts="unless-exists") == "created"
+    with pytest.raises(ApiException):
+        results.with_retries(
+            lambda: (_ for _ in ()).throw(_refusal("AlreadyExists")), "creating",
+            conflicts="unless-exists",
+        )  # fmt: skip
