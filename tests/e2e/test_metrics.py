@@ -5,9 +5,6 @@ dashboard's own queries included."""
 
 import json
 import math
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,11 +16,10 @@ from e2e_helpers import apply, experiment_document, wait_phase
 from kvbench.api import parse_experiment
 from kvbench.kube.chart import CHART_DIR
 from kvbench.plan import plan_experiment
-from kvbench.procs import free_port
 from kvbench.testing.cluster import TestCluster
+from kvbench.testing.prometheus import PROMETHEUS, running_prometheus
 from kvbench.testing.wait import wait_for
 
-PROMETHEUS = shutil.which("prometheus")
 GPU = {"nvidia.com/gpu.present": "true"}
 WINDOW = "10m"
 POD = 'job="operator"'
@@ -63,53 +59,19 @@ def _targets(cluster: TestCluster, operator: dict[str, Any]) -> tuple[str, str]:
     )
 
 
-def _ready(proc: subprocess.Popen, url: str) -> bool:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    return False
-
-
 @pytest.fixture(scope="module")
 def prometheus(
     cluster: TestCluster, operator: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """Prometheus on loopback, scraping the operator every second; yields its URL."""
     pod, service = _targets(cluster, operator)
-    workdir = tmp_path_factory.mktemp("prometheus")
-    config = workdir / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
+    scrape = (
         f"  - job_name: operator\n    static_configs:\n      - targets: ['{pod}']\n"
         f"  - job_name: operator-service\n    static_configs:\n      - targets: ['{service}']\n"
     )
-    for _attempt in range(5):
-        url = f"http://127.0.0.1:{free_port()}"
-        with (workdir / "prometheus.log").open("a") as log:
-            proc = subprocess.Popen(
-                [str(PROMETHEUS), f"--config.file={config}",
-                 f"--storage.tsdb.path={workdir / 'tsdb'}",
-                 f"--web.listen-address={url.removeprefix('http://')}"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        if _ready(proc, url):
-            break
-        proc.terminate()
-        proc.wait(10)
-    else:
-        pytest.fail(f"Prometheus did not become ready: {(workdir / 'prometheus.log').read_text()}")
-    try:
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), scrape) as url:
         wait_for(lambda: _value(url, "min(up)") == 1, 60, "both operator targets up")
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def _query(url: str, expr: str) -> list[dict[str, Any]]:
