@@ -219,13 +219,18 @@ def _ensure_base(name: str) -> None:
     _run("podman", "import", *changes, str(tarball), name, stdout=subprocess.DEVNULL)
 
 
+_SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+"""Debian's bundle, which pip is pointed at in /etc/pip.conf where no variable says so."""
+
+
 def _pip_ca() -> Path | None:
-    """The CA bundle this machine's pip trusts (a TLS-intercepting proxy's), if it has one."""
+    """The CA bundle this machine's pip trusts (a TLS-intercepting proxy's), if it has one:
+    the environment's, else the system's (a CI shell may set no variable)."""
     for variable in ("PIP_CERT", "SSL_CERT_FILE"):
         value = os.environ.get(variable)
         if value and Path(value).is_file():
             return Path(value)
-    return None
+    return _SYSTEM_CA if _SYSTEM_CA.is_file() else None
 
 
 def _build(tag: str, digest: str) -> float:
