@@ -85,7 +85,22 @@ class VllmFlags(SpecModel):
         }
 
 
-class EngineOverrides(VllmFlags):
+class _ArgsAndEnv(VllmFlags):
+    """What the engine and its variants both check: their extra args and env never take
+    what kvbench sets on every worker."""
+
+    @field_validator("extra_args", check_fields=False)
+    @classmethod
+    def _not_own_flags(cls, args: list[str]) -> list[str]:
+        return _check_extra_args(args)
+
+    @field_validator("env", check_fields=False)
+    @classmethod
+    def _not_own_env(cls, env: list[EnvVar]) -> list[EnvVar]:
+        return _check_env(env)
+
+
+class EngineOverrides(_ArgsAndEnv):
     """What a variant may change of the engine: any flag, the image, extra args, extra env."""
 
     image: ImageRef | None = Field(None, description="Container image of this variant")
@@ -96,18 +111,8 @@ class EngineOverrides(VllmFlags):
         default_factory=list, max_length=128, description="Added to (or replacing) env"
     )
 
-    @field_validator("extra_args")
-    @classmethod
-    def _not_own_flags(cls, args: list[str]) -> list[str]:
-        return _check_extra_args(args)
 
-    @field_validator("env")
-    @classmethod
-    def _not_own_env(cls, env: list[EnvVar]) -> list[EnvVar]:
-        return _check_env(env)
-
-
-class EngineSpec(VllmFlags):
+class EngineSpec(_ArgsAndEnv):
     """The engine every worker runs: vLLM's OpenAI server, one per pod."""
 
     image: ImageRef = Field(
@@ -132,16 +137,6 @@ class EngineSpec(VllmFlags):
     hub_token_secret: SecretKeyRef | None = Field(
         None, description="Secret with a Hugging Face token, exported as HF_TOKEN"
     )
-
-    @field_validator("extra_args")
-    @classmethod
-    def _not_own_flags(cls, args: list[str]) -> list[str]:
-        return _check_extra_args(args)
-
-    @field_validator("env")
-    @classmethod
-    def _not_own_env(cls, env: list[EnvVar]) -> list[EnvVar]:
-        return _check_env(env)
 
     @model_validator(mode="after")
     def _own_env_for_own_features(self) -> "EngineSpec":
