@@ -133,7 +133,10 @@ def test_prometheus_scrapes_an_experiment_to_succeeded(
     assert ttft == pytest.approx(last["ttftP50"])
     assert _value(prometheus, 'up{job="operator-service"}') == 1, "the Service reaches the pod"
     service = f'kvbench_runs_recorded_total{{job="operator-service", {mine}}}'
-    assert _value(prometheus, service) == planned
+    wait_for(
+        lambda: _value(prometheus, service) == planned, 30,
+        "Prometheus to scrape, through the Service, the runs recorded",
+    )  # fmt: skip
 
     for where, expr in _dashboard_queries(namespace, name):
         assert _query(prometheus, expr), f"dashboard panel {where} shows nothing: {expr}"

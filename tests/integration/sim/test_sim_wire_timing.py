@@ -1,6 +1,7 @@
 """On the wire, at time scale 1, as a third-party client measures: no streamed token leaves the
 simulator before its simulated time (the engine computes a step ahead of the wall clock; what
-it computed early must wait), so token 2 never rides with token 1 and ITL is not read low."""
+it computed early must wait), so no token rides with the one before it and ITL is not read low.
+How late a token is depends on the machine's load, so only earliness is asserted."""
 
 import json
 import subprocess
@@ -59,7 +60,6 @@ def test_no_streamed_token_leaves_before_its_simulated_time(tmp_path: Path) -> N
             early = [(i, d - a) for i, (a, d) in enumerate(zip(arrivals, due, strict=True))
                      if a < d - EARLY_TOLERANCE]  # fmt: skip
             assert early == [], f"tokens (index, seconds early): {early}"
-            assert arrivals[1] - arrivals[0] >= (due[1] - due[0]) - EARLY_TOLERANCE
     finally:
         server.terminate()
         server.wait(10)
