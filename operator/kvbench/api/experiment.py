@@ -231,6 +231,11 @@ class ExperimentSpec(SpecModel):
         return prefixes * len(self.load.request_rates or [None]) * len(self.load.concurrency)
 
 
+REPRODUCES = "kvbench.io/reproduces"
+"""The annotation naming the published measurement an experiment reproduces (a file under
+examples/references/): the report prints those figures beside the measured ones."""
+
+
 class ObjectMeta(BaseModel):
     """The parts of Kubernetes metadata kvbench reads; the rest is kept as it is."""
 

@@ -8,7 +8,16 @@ from rich.console import Console
 
 from kvbench.cli.common import make_console
 from kvbench.cli.sources import open_results
-from kvbench.report import compare_table, render_report, side_of
+from kvbench.report import compare_table, compare_warnings, render_report, side_of
+from kvbench.report.html import write_html
+from kvbench.report.references import (
+    REPRODUCES,
+    Reference,
+    ReferenceError,
+    default_reference_dirs,
+    find_reference,
+    load_reference,
+)
 from kvbench.runner import DirectoryStore, RunStore
 
 __all__ = ["compare", "fetch", "report", "write_report"]
@@ -16,15 +25,43 @@ __all__ = ["compare", "fetch", "report", "write_report"]
 _NAMESPACE = click.option("--namespace", "-n", help="Namespace of bx/NAME (default: context's)")
 
 
-def write_report(store: RunStore, console: Console, out: Path) -> None:
-    """Print the report on a recording console, save it as report.txt in `out`, list the
-    plots written there."""
+_REFERENCE = click.option(
+    "--reference",
+    help="The published measurement to set beside the results: an ID looked up in "
+    "examples/references, or a YAML file (default: the experiment's kvbench.io/reproduces "
+    "annotation)",
+)
+
+
+def _reference(store: RunStore, console: Console, name: str | None) -> Reference | None:
+    """The reference `name` names, else the experiment's annotation; None (said on the
+    console) when it cannot be read."""
+    name = name or store.experiment().metadata.annotations.get(REPRODUCES)
+    if not name:
+        return None
+    try:
+        return load_reference(find_reference(name, default_reference_dirs()))
+    except ReferenceError as err:
+        console.print(f"[yellow]No published figures:[/yellow] {err}")
+        return None
+
+
+def write_report(
+    store: RunStore, console: Console, out: Path, reference: str | None = None
+) -> None:
+    """Print the report on a recording console, save it in `out` as report.txt and as the
+    self-contained report.html beside the plots, list what was written. `reference`: the
+    published measurement (ID or file) the experiment reproduces, when its store does not
+    say."""
     out.mkdir(parents=True, exist_ok=True)
     console.export_text(clear=True)
-    plots = render_report(store, console, out)
+    found = _reference(store, console, reference)
+    plots = render_report(store, console, out, found)
+    page = write_html(console, f"kvbench report: {store.experiment().metadata.name}", plots,
+                      out / "report.html")  # fmt: skip
     (out / "report.txt").write_text(console.export_text(clear=True))
-    for plot in plots:
-        console.print(f"plot: {plot}")
+    for path in [*plots, page]:
+        console.print(f"written: {path}")
 
 
 @click.command()
@@ -33,14 +70,16 @@ def write_report(store: RunStore, console: Console, out: Path) -> None:
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Where report.txt and the plots go (default: the results directory, or ./NAME)",
+    help="Where report.txt, report.html and the plots go (default: the results directory, "
+    "or ./NAME)",
 )
-def report(source: str, namespace: str | None, out: Path | None) -> None:
+@_REFERENCE
+def report(source: str, namespace: str | None, out: Path | None, reference: str | None) -> None:
     """Print the report of SOURCE: a results directory, or bx/NAME on the cluster."""
     store = open_results(source, namespace)
     if out is None:
         out = store.root if isinstance(store, DirectoryStore) else Path(source.split("/")[-1])
-    write_report(store, make_console(), out)
+    write_report(store, make_console(), out, reference)
 
 
 @click.command()
@@ -61,7 +100,10 @@ def compare(a: str, b: str, namespace: str | None) -> None:
             sides.append(side_of(text, open_results(source, namespace), arm or None))
         except ValueError as err:
             raise click.ClickException(str(err)) from None
-    Console().print(compare_table(*sides))
+    console = make_console()
+    console.print(compare_table(*sides))
+    for warning in compare_warnings(*sides):
+        console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
 @click.command()

@@ -57,7 +57,7 @@ from kvbench.kube.results import (
 from kvbench.runner.cluster.base import ChildNames
 from kvbench.runner.states import RunState
 from kvbench.runner.stores.base import RunStore, StoreMismatch
-from kvbench.runner.stores.directory import resolved_experiment
+from kvbench.runner.stores.directory import resolved_experiment, same_experiment
 
 __all__ = ["ConfigMapFull", "ConfigMapStore"]
 
@@ -117,7 +117,7 @@ class ConfigMapStore(RunStore):
                 "experiment.json": json.dumps(resolved, sort_keys=True),
             }
             self._check_identity(self._create(self.anchor, {"data": data}))
-        if self._resolved != resolved:
+        if not same_experiment(self._resolved, resolved):
             raise StoreMismatch(
                 f"ConfigMap {self.namespace}/{self.anchor} holds results of this experiment's "
                 "spec as it was when its runs began, and the spec changed since; its results "

@@ -9,6 +9,7 @@ from rich.table import Table
 from kvbench.api import AggregatePoint, ExperimentSpec, RunRecord
 from kvbench.report.formats import milliseconds as _ms
 from kvbench.report.formats import percent as _pct
+from kvbench.report.trials import GroupKey, Trials, group_trials, legend, marks
 
 __all__ = [
     "hit_miss_table",
@@ -52,12 +53,44 @@ def _concurrencies(points: list[AggregatePoint]) -> list[int]:
     return sorted({p.point.concurrency for p in points})
 
 
-def hit_rate_table(spec: ExperimentSpec, points: list[AggregatePoint]) -> Table:
+def _marks(groups: dict[GroupKey, Trials], p: AggregatePoint) -> str:
+    return marks(groups.get((p.arm, p.variant, p.point.key)))
+
+
+def _caption(*lines: str | None) -> str | None:
+    kept = [line for line in lines if line]
+    return "\n".join(kept) or None
+
+
+MODEL_LINE = (
+    "model min(1,held/P): not measured; the capacity model under random balancing, held = "
+    "KV cache tokens of a worker / prompt tokens, P = distinct prefixes"
+)
+BOUND_LINE = (
+    "affinity bound: not measured; the ceiling with prefix-affine routing, "
+    "min(1, workers x held / P)"
+)
+
+
+def hit_rate_table(
+    spec: ExperimentSpec,
+    points: list[AggregatePoint],
+    groups: dict[GroupKey, Trials] | None = None,
+) -> Table:
     """Hit rate per prefix count and concurrency (requests that hit | hit tokens / queried
     tokens from the servers' counters), with the capacity model beside it."""
+    groups = groups or {}
     concurrencies = _concurrencies(points)
     table = Table(
-        title=f"Hit rate, requests | tokens, median of trials ({spec.total_workers} workers)"
+        title=f"Hit rate, requests | tokens, median of trials ({spec.total_workers} workers)",
+        caption=_caption(
+            "requests: share of requests with cached tokens ('-': the front end reports none); "
+            "tokens: hit tokens / queried tokens of the workers' counters",
+            MODEL_LINE,
+            BOUND_LINE,
+            legend(groups.values()),
+        ),
+        caption_justify="left",
     )
     table.add_column("arm / variant")
     table.add_column("prefixes", justify="right")
@@ -69,6 +102,7 @@ def hit_rate_table(spec: ExperimentSpec, points: list[AggregatePoint]) -> Table:
         for row, by_conc in _grid(points, arm).items():
             cells = [
                 f"{_pct(by_conc[c].request_hit_rate)} | {_pct(by_conc[c].token_hit_rate)}"
+                f"{_marks(groups, by_conc[c])}"
                 if c in by_conc
                 else "-"
                 for c in concurrencies
@@ -85,10 +119,14 @@ def hit_rate_table(spec: ExperimentSpec, points: list[AggregatePoint]) -> Table:
 
 
 def _point_table(
-    points: list[AggregatePoint], title: str, cell: Callable[[AggregatePoint], str]
+    points: list[AggregatePoint],
+    title: str,
+    cell: Callable[[AggregatePoint], str],
+    groups: dict[GroupKey, Trials] | None,
 ) -> Table:
     """One row per arm x variant x prefix count (or rate), one column per concurrency."""
-    table = Table(title=title)
+    groups = groups or {}
+    table = Table(title=title, caption=legend(groups.values()), caption_justify="left")
     table.add_column("arm / variant")
     table.add_column("point", justify="right")
     concurrencies = _concurrencies(points)
@@ -96,19 +134,29 @@ def _point_table(
         table.add_column(f"conc {c}", justify="right")
     for arm in _arms(points):
         for row, by_conc in _grid(points, arm).items():
-            cells = [cell(by_conc[c]) if c in by_conc else "-" for c in concurrencies]
+            cells = [
+                cell(by_conc[c]) + _marks(groups, by_conc[c]) if c in by_conc else "-"
+                for c in concurrencies
+            ]
             table.add_row(f"{arm[0]} / {arm[1]}", row, *cells)
     return table
 
 
-def ttft_table(points: list[AggregatePoint], clock: str) -> Table:
+def ttft_table(
+    points: list[AggregatePoint], clock: str, groups: dict[GroupKey, Trials] | None = None
+) -> Table:
     """TTFT p50/p99 per point."""
     return _point_table(
-        points, f"TTFT p50 / p99 ({clock} ms)", lambda p: f"{_ms(p.ttft_p50)} / {_ms(p.ttft_p99)}"
+        points,
+        f"TTFT p50 / p99 ({clock} ms)",
+        lambda p: f"{_ms(p.ttft_p50)} / {_ms(p.ttft_p99)}",
+        groups,
     )
 
 
-def throughput_table(points: list[AggregatePoint], clock: str) -> Table:
+def throughput_table(
+    points: list[AggregatePoint], clock: str, groups: dict[GroupKey, Trials] | None = None
+) -> Table:
     """Requests and output tokens per second per point."""
 
     def cell(p: AggregatePoint) -> str:
@@ -116,35 +164,44 @@ def throughput_table(points: list[AggregatePoint], clock: str) -> Table:
             return "-"
         return f"{p.requests_per_second:.1f} | {p.output_tokens_per_second or 0:,.0f}"
 
-    return _point_table(points, f"Throughput, req/s | output tok/s ({clock} time)", cell)
+    return _point_table(points, f"Throughput, req/s | output tok/s ({clock} time)", cell, groups)
 
 
 def hit_miss_table(records: list[RunRecord], clock: str) -> Table:
     """Median TTFT of hits and of misses per point (medians of the runs' medians)."""
-    table = Table(title=f"TTFT of hits vs misses, p50 ({clock} ms)")
+    flags = group_trials(records)
+    table = Table(
+        title=f"TTFT of hits vs misses, p50 ({clock} ms)",
+        caption=legend(flags.values()),
+        caption_justify="left",
+    )
     for column in ("arm / variant", "point", "hit", "miss", "miss / hit"):
         table.add_column(column, justify="left" if column == "arm / variant" else "right")
-    groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+    groups: dict[GroupKey, list[RunRecord]] = defaultdict(list)
     for r in records:
         if r.error is None:
             groups[(r.arm, r.variant, r.point.key)].append(r)
-    for (arm, variant, key), runs in groups.items():
+    for key, runs in groups.items():
         hits = [r.summary.ttft_hit_p50 for r in runs if r.summary.ttft_hit_p50 is not None]
         misses = [r.summary.ttft_miss_p50 for r in runs if r.summary.ttft_miss_p50 is not None]
         hit = median(hits) if hits else None
         miss = median(misses) if misses else None
         ratio = f"{miss / hit:.1f}x" if hit and miss else "-"
-        table.add_row(f"{arm} / {variant}", key, _ms(hit), _ms(miss), ratio)
+        mark = marks(flags.get(key))
+        table.add_row(f"{key[0]} / {key[1]}", key[2], _ms(hit) + mark, _ms(miss) + mark, ratio)
     return table
 
 
 def per_pod_table(records: list[RunRecord]) -> Table:
     """Per pod and point (medians over trials): token hit rate, and hit tokens / requests
     served, so it shows where the hits land and how the load was spread."""
+    flags = group_trials(records)
     keys = list(dict.fromkeys(r.point.key for r in records))
     table = Table(
         title="Per pod: token hit rate (prefix-cache hits / queries), requests served; "
-        "median of trials"
+        "median of trials",
+        caption=legend(flags.values()),
+        caption_justify="left",
     )
     table.add_column("arm / variant")
     table.add_column("pod")
@@ -168,6 +225,6 @@ def per_pod_table(records: list[RunRecord]) -> Table:
                 continue
             rate = median(v[0] for v in values)
             served = median(v[1] for v in values)
-            row.append(f"{_pct(rate)}, {served:,.0f} req")
+            row.append(f"{_pct(rate)}, {served:,.0f} req{marks(flags.get((arm, variant, key)))}")
         table.add_row(f"{arm} / {variant}", pod, *row)
     return table

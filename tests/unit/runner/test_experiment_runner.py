@@ -9,7 +9,7 @@ import pytest
 import yaml
 from fake_cluster import FakeCluster
 
-from kvbench.api import parse_experiment
+from kvbench.api import REPRODUCES, parse_experiment
 from kvbench.runner import DirectoryStore, ExperimentRunner, RunStage, StoreMismatch
 from kvbench.runner.failures import SpecNotRunnable
 
@@ -162,6 +162,23 @@ def test_directory_of_another_experiment_or_format_is_refused(tmp_path: Path) ->
     (old / "experiment.yaml").write_text("spec: {}\n")
     with pytest.raises(StoreMismatch, match="format 1"):
         _run(_experiment(), FakeCluster(), DirectoryStore(old))
+
+
+def test_the_published_measurement_named_is_kept_and_does_not_change_identity(
+    tmp_path: Path,
+) -> None:
+    """The store keeps the `kvbench.io/reproduces` annotation for the report; resuming from a
+    file that names another (or none) is the same experiment, and keeps what the store has."""
+    annotated = _experiment()
+    annotated.metadata.annotations = {REPRODUCES: "article-002-6-workers", "other": "x"}
+    store = DirectoryStore(tmp_path / "a")
+    store.open(annotated)
+    assert store.experiment().metadata.annotations == {REPRODUCES: "article-002-6-workers"}
+    plain = DirectoryStore(tmp_path / "a")
+    plain.open(_experiment())
+    assert plain.experiment().metadata.annotations == {REPRODUCES: "article-002-6-workers"}
+    with pytest.raises(StoreMismatch, match="another experiment"):
+        DirectoryStore(tmp_path / "a").open(_experiment(freshness="none"))
 
 
 def test_dynamo_arms_bring_their_own_workers(tmp_path: Path) -> None:

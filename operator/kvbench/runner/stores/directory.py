@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from kvbench.api import (
+    REPRODUCES,
     AggregatePoint,
     BenchmarkExperiment,
     ExperimentStatus,
@@ -32,7 +33,7 @@ from kvbench.runner.cluster.base import ChildNames
 from kvbench.runner.states import RunState
 from kvbench.runner.stores.base import RunStore, StoreMismatch
 
-__all__ = ["FORMAT_VERSION", "DirectoryStore"]
+__all__ = ["FORMAT_VERSION", "DirectoryStore", "resolved_experiment", "same_experiment"]
 
 FORMAT_VERSION = 2
 _FORMAT = {"format": "kvbench-results", "version": FORMAT_VERSION}
@@ -46,13 +47,26 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def resolved_experiment(experiment: BenchmarkExperiment) -> dict:
-    """The experiment as a store keeps it: the spec with every default filled in."""
+    """The experiment as a store keeps it: the spec with every default filled in, and the
+    published measurement it reproduces, which the report reads back."""
+    metadata: dict = {"name": experiment.metadata.name}
+    reproduces = experiment.metadata.annotations.get(REPRODUCES)
+    if reproduces is not None:
+        metadata["annotations"] = {REPRODUCES: reproduces}
     return {
         "apiVersion": experiment.api_version,
         "kind": experiment.kind,
-        "metadata": {"name": experiment.metadata.name},
+        "metadata": metadata,
         "spec": experiment.spec.to_k8s(),
     }
+
+
+def same_experiment(stored: dict, resolved: dict) -> bool:
+    """Whether a store's experiment is this one: its name and resolved spec. An annotation
+    added or changed later changes what the report prints, not what was measured."""
+    return all(stored.get(k) == resolved.get(k) for k in ("apiVersion", "kind", "spec")) and (
+        stored.get("metadata", {}).get("name") == resolved["metadata"]["name"]
+    )
 
 
 class DirectoryStore(RunStore):
@@ -75,7 +89,7 @@ class DirectoryStore(RunStore):
         resolved = resolved_experiment(experiment)
         if self.spec_file.exists():
             self._check_format()
-            if yaml.safe_load(self.spec_file.read_text()) != resolved:
+            if not same_experiment(yaml.safe_load(self.spec_file.read_text()), resolved):
                 raise StoreMismatch(
                     f"{self.root} holds results of another experiment (its experiment.yaml "
                     "differs); choose another --out directory"

@@ -1,0 +1,196 @@
+"""What an experiment ran, in the words a reader checks a figure against: the model, the
+engine flags that change the answer, the hardware (or the simulator's profile), the workload's
+shape, the seed and the digest of the requests sent. The same facts, as a dict, are what
+`kvbench compare` holds two sides to."""
+
+import hashlib
+
+from kvbench.api import EngineSpec, ExperimentSpec, RunRecord
+from kvbench.api.workload import Length
+
+__all__ = [
+    "arm_notes",
+    "conditions",
+    "describe",
+    "engine_flags",
+    "kv_sizes",
+    "requests_digest",
+    "workload_shape",
+]
+
+_DEFAULT = "vLLM default"
+
+
+def engine_flags(engine: EngineSpec) -> str:
+    """The flags that change the answer, each written even when left at vLLM's default."""
+    kv = (
+        f"{engine.kv_cache_memory_bytes:,} B"
+        if engine.kv_cache_memory_bytes is not None
+        else f"gpuMemoryUtilization {engine.gpu_memory_utilization or 0.9:g}"
+    )
+
+    def on_off(value: bool | None) -> str:
+        return _DEFAULT + " (on)" if value is None else ("on" if value else "off")
+
+    def number(value: int | None) -> str:
+        return _DEFAULT if value is None else f"{value:,}"
+
+    return (
+        f"KV cache {kv}, kvCacheDtype {engine.kv_cache_dtype or 'auto'}, "
+        f"maxNumSeqs {number(engine.max_num_seqs)}, "
+        f"maxNumBatchedTokens {number(engine.max_num_batched_tokens)}, "
+        f"maxModelLen {number(engine.max_model_len)}, "
+        f"prefix caching {on_off(engine.enable_prefix_caching)}, "
+        f"chunked prefill {on_off(engine.enable_chunked_prefill)}, "
+        f"enforceEager {'on' if engine.enforce_eager else 'off'}"
+    )
+
+
+def _length(length: Length) -> str:
+    if length.distribution == "fixed":
+        return f"{length.mean:,}"
+    return f"{length.distribution} mean {length.mean:,} ({length.min}-{length.max})"
+
+
+def workload_shape(spec: ExperimentSpec) -> str:
+    """The requests of one point, in one line."""
+    w = spec.workload
+    if w.shared_prefix is not None:
+        s = w.shared_prefix
+        return (
+            f"shared prefix: P = {', '.join(map(str, s.prefixes))} distinct prefixes of "
+            f"{s.prefix_tokens:,} tokens + a unique {s.suffix_tokens:,}-token suffix, "
+            f"{s.output_tokens:,} output tokens; max({s.min_requests}, {s.requests_per_prefix} "
+            f"x P) requests per point, {spec.load.warmup.requests_per_prefix} warm-up per prefix"
+        )
+    if w.random is not None:
+        r = w.random
+        count = (
+            f"{r.requests} requests"
+            if r.requests is not None
+            else f"{r.requests_per_concurrency or 4} x concurrency requests"
+        )
+        return (
+            f"random prompts: input {_length(r.input_tokens)} tokens, output "
+            f"{_length(r.output_tokens)} tokens, {count} per point"
+        )
+    assert w.interference is not None
+    i = w.interference
+    return (
+        f"interference: one stream of {i.stream_input_tokens:,} in / "
+        f"{i.stream_output_tokens:,} out while {i.prompts} prompts of {i.prompt_tokens:,} "
+        "tokens arrive"
+    )
+
+
+def _hardware(spec: ExperimentSpec, records: list[RunRecord]) -> str:
+    gpus = sorted({p.gpu_product for r in records for p in r.pods if p.gpu_product})
+    pools = []
+    for pool in spec.workers:
+        profile = (pool.simulation and pool.simulation.profile) or spec.simulator.profile
+        pools.append(f"{pool.name} x{pool.replicas}" + (f" (profile {profile})" if profile else ""))
+    where = f"GPUs {', '.join(gpus)}" if gpus else "profiles as listed when simulated"
+    return f"{spec.total_workers} workers: {', '.join(pools)}; {where}"
+
+
+def kv_sizes(records: list[RunRecord]) -> list[int]:
+    """Every KV cache size (tokens) a worker reported in these runs."""
+    return sorted({p.kv_cache_tokens for r in records for p in r.pods if p.kv_cache_tokens})
+
+
+def _kv_line(records: list[RunRecord]) -> str:
+    sizes = kv_sizes(records)
+    if not sizes:
+        return "KV cache per worker: not reported"
+    starts = sum(1 for r in records for p in r.pods if p.kv_cache_tokens)
+    if len(sizes) == 1:
+        return f"KV cache per worker: {sizes[0]:,} tokens in all {starts} server starts"
+    return f"KV cache per worker: {sizes[0]:,}-{sizes[-1]:,} tokens over {starts} server starts"
+
+
+def requests_digest(records: list[RunRecord]) -> str:
+    """One fingerprint of every request sequence sent: two experiments share it only when
+    every run (variant, point, trial) sent the same requests in the same order."""
+    runs = sorted(f"{r.variant} {r.point.key} {r.trial} {r.digest}" for r in records)
+    return hashlib.sha256("\n".join(runs).encode()).hexdigest()[:16]
+
+
+def describe(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
+    """What the experiment ran, line by line."""
+    lines = [f"Model {spec.engine.model}; engine image {spec.engine.image}"]
+    for variant, engine in spec.engines().items():
+        lines.append(f"Variant {variant}: {engine_flags(engine)}")
+    lines += [
+        _kv_line(records),
+        _hardware(spec, records),
+        f"Workload: {workload_shape(spec)}",
+        f"Load: concurrency {', '.join(map(str, spec.load.concurrency))}; "
+        f"{spec.load.trials} trials (median reported); seed {spec.load.seed}; "
+        f"connection {spec.load.connection}",
+        f"Requests digest {requests_digest(records)} (of every run's request sequence; "
+        "each run's own digest is in its record)",
+    ]
+    return lines
+
+
+def _clock(records: list[RunRecord], spec: ExperimentSpec) -> str:
+    clocks = sorted({r.summary.latency_clock for r in records})
+    if clocks == ["wall"]:
+        return "wall clock"
+    return f"{'/'.join(clocks)} clock, time scale {spec.simulator.time_scale:g}"
+
+
+def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]:
+    """The conditions that change the answer, by name, for `kvbench compare`."""
+    engines = spec.engines()
+    return {
+        "model": spec.engine.model,
+        "engine flags": "; ".join(f"{v}: {engine_flags(e)}" for v, e in engines.items()),
+        "KV cache sizes": ", ".join(f"{n:,}" for n in kv_sizes(records)) or "not reported",
+        "workers": str(spec.total_workers),
+        "workload": workload_shape(spec),
+        "time scale": _clock(records, spec),
+        "requests digest": requests_digest(records),
+    }
+
+
+def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
+    """What each arm's figures are, by what serves it: the simulator's clock only for arms
+    on the simulator, Dynamo's mocker only for Dynamo arms, an external arm as itself."""
+    kinds = {arm.name: arm for arm in spec.routing}
+    by_arm: dict[str, set[str]] = {}
+    for r in records:
+        by_arm.setdefault(r.arm, set()).add(r.summary.latency_clock)
+    notes = []
+    scale = spec.simulator.time_scale
+    simulated = sorted(a for a, clocks in by_arm.items() if "simulated" in clocks)
+    if simulated:
+        notes.append(
+            f"Arms {', '.join(simulated)}: latencies in simulated seconds (kvbench sim, time "
+            f"scale {scale:g}: one simulated second took {scale:g} s of wall time)."
+        )
+    for name, clocks in sorted(by_arm.items()):
+        arm = kinds.get(name)
+        if arm is None:
+            continue
+        if arm.dynamo is not None and "scaled" in clocks:
+            notes.append(
+                f"Arm {name} runs Dynamo's mocker, which reports no clock of its own: its "
+                f"latencies are wall time / {scale:g}, which multiplies the real overhead of "
+                "the frontend and the client too. Compare its hit rates with every arm, its "
+                "latencies only with other mocker arms."
+            )
+        if arm.external is not None:
+            clock = {
+                "simulated": "the simulator's own clock",
+                "scaled": f"wall time / {scale:g} (the run's time scale)",
+                "wall": "wall time",
+            }
+            told = ", ".join(clock.get(c, c) for c in sorted(clocks))
+            notes.append(
+                f"Arm {name} is an external server ({arm.external.url}), which kvbench neither "
+                f"starts nor knows: its latencies are {told}; its hit rate is what it reports "
+                "(requests, when its responses carry cached tokens; tokens, from the counters "
+                "of the pods its podSelector picks)."
+            )
+    return notes

@@ -1,0 +1,60 @@
+"""Each arm is described by what serves it: simulated seconds only for simulator arms,
+Dynamo's mocker only for Dynamo arms, an external arm as external, with its token hit rate."""
+
+import io
+from pathlib import Path
+
+from report_builders import example, record, store_of
+from rich.console import Console
+
+from kvbench.api import Point
+from kvbench.report import render_report
+from kvbench.report.conditions import arm_notes
+
+P8 = Point(prefixes=8, concurrency=16)
+EXTERNAL = {"name": "ext", "external": {"url": "http://127.0.0.1:9", "podSelector": {"a": "b"}}}
+
+
+def _experiment():
+    base = example("prefix-cache-dynamo.yaml")
+    routing = [a.to_k8s() for a in base.spec.routing] + [EXTERNAL]
+    return example("prefix-cache-dynamo.yaml", routing=routing)
+
+
+def _records():
+    return [
+        record(0, P8, 1, arm="service", request_hit_rate=0.5, latency_clock="simulated"),
+        record(1, P8, 1, arm="dynamo-kv", request_hit_rate=0.8, latency_clock="scaled"),
+        record(2, P8, 1, arm="ext", token_hit_rate=0.4, latency_clock="scaled"),
+    ]
+
+
+def test_notes_name_each_arm_by_its_server() -> None:
+    experiment = _experiment()
+    notes = arm_notes(experiment.spec, _records())
+    simulated = [n for n in notes if "simulated seconds" in n]
+    assert len(simulated) == 1 and simulated[0].startswith("Arms service:")
+    assert "dynamo-kv" not in simulated[0] and "ext" not in simulated[0]
+    mocker = [n for n in notes if "mocker" in n]
+    assert len(mocker) == 1 and mocker[0].startswith("Arm dynamo-kv ")
+    external = [n for n in notes if n.startswith("Arm ext ")]
+    assert len(external) == 1
+    assert "external server (http://127.0.0.1:9)" in external[0]
+    assert "mocker" not in external[0] and "simulated seconds" not in external[0]
+
+
+def test_a_wall_clock_report_never_says_simulated(tmp_path: Path) -> None:
+    records = [r.model_copy(update={"summary": r.summary.model_copy(
+        update={"latency_clock": "wall"})}) for r in _records()]  # fmt: skip
+    notes = arm_notes(_experiment().spec, records)
+    assert not any("simulated" in n or "mocker" in n for n in notes)
+
+
+def test_the_external_arm_shows_its_token_hit_rate(tmp_path: Path) -> None:
+    store = store_of(tmp_path, _experiment(), _records())
+    console = Console(record=True, width=300, file=io.StringIO())
+    plots = render_report(store, console, tmp_path)
+    text = console.export_text()
+    ext = [line for line in text.splitlines() if "ext / default" in line and "│        8 │" in line]
+    assert len(ext) == 1 and "- | 40.0 %" in ext[0]
+    assert tmp_path / "hit_rate.png" in plots
