@@ -7,6 +7,7 @@ A failing test's report carries the tail of every harness process's log.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,17 @@ from kvbench.testing.wait import wait_for
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[TestCluster]:
+def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
     if os.geteuid() != 0:
         pytest.skip("the test cluster needs root: apt-get for its build, mount namespaces for pods")
-    test_cluster = TestCluster().start()
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+    def say(message: str) -> None:
+        """The cluster's long waits reach the terminal past pytest's capture."""
+        with capture.global_and_fixture_disabled():
+            print(f"\n[test cluster] {message}", file=sys.stderr, flush=True)
+
+    test_cluster = TestCluster(say=say).start()
     try:
         yield test_cluster
     finally:

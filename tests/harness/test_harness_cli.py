@@ -1,4 +1,5 @@
-"""`kvbench testcluster up` starts a usable cluster and stops all of it on Ctrl-C."""
+"""`kvbench testcluster up` starts a usable cluster, saying what each wait of its start waits
+for, and stops all of it on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def test_testcluster_up_serves_kubectl_and_stops_everything_on_ctrl_c(tmp_path: 
         )
         text = out.read_text()
         assert process.poll() is None, text
+        started = re.findall(r"^kvbench test cluster: started (\S+): waiting for \S", text, re.M)
+        assert started == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        said = re.findall(r"^kvbench test cluster: (waiting for [^(]+?|up in) [(\d]", text, re.M)
+        assert said == [
+            "waiting for Ready nodes gpu-node-0, cpu-node-0",
+            "waiting for the default service account's token",
+            "up in",
+        ], text
         kubeconfig = Path(re.search(r"^kubeconfig: (\S+)$", text, re.M).group(1))
         kubectl = re.search(r"^kubectl:\s+(\S+)", text, re.M).group(1)
         nodes = subprocess.run(

@@ -1,13 +1,20 @@
-"""Helpers the commands share: reading an experiment file with readable errors."""
+"""Helpers the commands share: reading an experiment file with readable errors, a console
+that never cuts a table."""
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
 from kvbench.api import BenchmarkExperiment, SpecError, load_experiment
 
 __all__ = ["experiment_argument", "make_console", "read_experiment"]
+
+_PIPE_WIDTH = 160
+_UNBOUNDED = 1 << 16
 
 experiment_argument = click.argument(
     "file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -22,10 +29,29 @@ def read_experiment(path: Path) -> BenchmarkExperiment:
         raise click.ClickException(str(err)) from None
 
 
+class _UncutConsole(Console):
+    """A console for pipes and files: 160 columns, and as many as a wider table needs. A pipe
+    has no right edge, and at a fixed width rich would cut the cells of a wide table to
+    `…`, losing figures from logs and from report.txt."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        page = self.width
+        unbounded = self.options.update_width(_UNBOUNDED)
+        needed = max(
+            (Measurement.get(self, unbounded, o).maximum for o in objects if isinstance(o, Table)),
+            default=0,
+        )
+        self.width = max(page, needed)
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = page
+
+
 def make_console() -> Console:
-    """A recording console (reports are saved as text too), wide when not on a terminal so
-    that tables in logs and files are not folded."""
+    """A recording console (reports are saved as text too); off a terminal, one that never
+    folds or cuts a table (`_UncutConsole`)."""
     console = Console(record=True)
     if not console.is_terminal:
-        console = Console(record=True, width=160)
+        console = _UncutConsole(record=True, width=_PIPE_WIDTH)
     return console

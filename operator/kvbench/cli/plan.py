@@ -7,7 +7,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kvbench.cli.common import experiment_argument, read_experiment
+from kvbench.cli.common import experiment_argument, make_console, read_experiment
 from kvbench.plan import Plan, plan_experiment
 
 __all__ = ["plan", "print_plan"]
@@ -59,4 +59,4 @@ def plan(file: Path, as_json: bool) -> None:
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:
-        print_plan(result, Console())
+        print_plan(result, make_console())

@@ -10,6 +10,7 @@ import click
 from pydantic import ValidationError
 
 from kvbench.cli.common import experiment_argument, make_console, read_experiment
+from kvbench.cli.error_rates import DEFAULT_MAX_ERROR_RATE, too_many_errors
 from kvbench.cli.progress import RunProgress
 from kvbench.cli.report import write_report
 from kvbench.runner import DirectoryStore, ExperimentRunner, RunStage, RunState, StoreMismatch
@@ -122,6 +123,15 @@ def _launcher(
     help="One more `vllm serve` argument of this machine, e.g. --vllm-arg=--load-format=dummy "
     "(repeatable; never a flag the experiment sets).",
 )
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(0, 1),
+    default=DEFAULT_MAX_ERROR_RATE,
+    show_default=True,
+    metavar="SHARE",
+    help="Exit 1 when a run failed more than this share of its measured requests, naming "
+    "its commonest error (0: any failed request).",
+)
 def run(
     file: Path,
     out: Path | None,
@@ -130,6 +140,7 @@ def run(
     gpus: str | None,
     model_dir: Path | None,
     vllm_args: tuple[str, ...],
+    max_error_rate: float,
 ) -> None:
     """Run the experiment FILE locally: `kvbench sim` workers on loopback (or real vLLM ones
     with --engine vllm, on the wall clock), the real load generator, and the report at the end.
@@ -137,7 +148,8 @@ def run(
     Interrupted (Ctrl-C, a crash, even kill -9), the same command resumes it: recorded runs
     are kept, a load generator still running is adopted, and only an unfinished run is run
     again. A failed run is tried again (execution.retries), then recorded as failed while the
-    others go on; the command then exits 1.
+    others go on; the command then exits 1, as it does when a run failed more than
+    --max-error-rate of its requests.
     """
     launcher = _launcher(engine, vllm_command, gpus, model_dir, vllm_args)
     experiment = read_experiment(file)
@@ -176,11 +188,20 @@ def run(
         progress.stop()
     console.print(f"results: {out}")
     write_report(store, console, out)
+    problems = []
     if result.failed:
         lines = [
             f"  {r.id}: {r.error_reason}: {(r.error or '').splitlines()[0]}" for r in result.failed
         ]
-        raise click.ClickException(
+        problems.append(
             f"{len(result.failed)} of {len(runner.plan.runs)} runs failed (each after "
             f"{experiment.spec.execution.retries + 1} attempts):\n" + "\n".join(lines)
         )
+    erring = too_many_errors(store, result.records, max_error_rate)
+    if erring:
+        problems.append(
+            f"{len(erring)} of {len(runner.plan.runs)} runs failed more than "
+            f"{max_error_rate:.0%} of their requests:\n" + "\n".join(erring)
+        )
+    if problems:
+        raise click.ClickException("\n".join(problems))

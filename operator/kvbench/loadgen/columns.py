@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field, model_validator
 
 from kvbench.api.base import ApiModel
-from kvbench.loadgen.records import RequestRecord, SimTiming
+from kvbench.loadgen.records import RequestRecord, SimTiming, e2e_field
 
 __all__ = ["RequestColumns", "SimColumns", "microseconds"]
 
@@ -49,7 +49,7 @@ class SimColumns(ApiModel):
     worker: list[str | None]
     arrival: list[float | None]
     ttft: list[float | None]
-    e2e: list[float | None]
+    e2e: list[float | None] = e2e_field(...)
     queue: list[float | None]
     itl: list[list[float]]
     preemptions: list[int | None]
@@ -75,7 +75,7 @@ class RequestColumns(ApiModel):
     start: list[float]
     end: list[float]
     ttft: list[float | None]
-    e2e: list[float | None]
+    e2e: list[float | None] = e2e_field(...)
     itl: list[list[float]]
     prompt_tokens: list[int | None]
     output_tokens: list[int | None]

@@ -3,7 +3,9 @@
 A Python client at saturation measures its own queue, not the server: every timestamp waits
 for the loop. A ticker that asks to wake every few milliseconds sees how late it wakes (the
 lag); the process's CPU time over the window says how much of a core the client used. Either
-one high marks the run client-bound.
+one high marks the run client-bound, unless no request succeeded: a client that is only
+handed refusals spins as fast as they come back, and a window without a single measured
+answer has no pace of the server to compare it with.
 """
 
 import asyncio
@@ -53,20 +55,28 @@ class LoopMonitor:
             await asyncio.sleep(self._interval)
             self._lags.append(max(0.0, time.perf_counter() - due))
 
-    async def stop(self, lag_threshold: float, lateness_p99: float | None) -> ClientHealth:
+    async def stop(
+        self, lag_threshold: float, lateness_p99: float | None, succeeded: int
+    ) -> ClientHealth:
         """Stop sampling and judge the window (`judge`)."""
         cpu = (time.process_time() - self._cpu0) / max(time.perf_counter() - self._wall0, 1e-9)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        return judge(self._lags, cpu, lag_threshold, lateness_p99)
+        return judge(self._lags, cpu, lag_threshold, lateness_p99, succeeded)
 
 
 def judge(
-    lags: list[float], cpu: float, lag_threshold: float, lateness_p99: float | None
+    lags: list[float],
+    cpu: float,
+    lag_threshold: float,
+    lateness_p99: float | None,
+    succeeded: int,
 ) -> ClientHealth:
-    """Client-bound if the loop lag's p99 or the CPU use is too high."""
+    """Client-bound if the loop lag's p99 or the CPU use is too high and at least one
+    measured request succeeded (`succeeded`); without a success the lag and CPU are kept
+    but not judged."""
     ordered = sorted(lags)
     health = ClientHealth(cpu_utilization=round(cpu, 4), lateness_p99=lateness_p99)
     if ordered:
@@ -80,5 +90,6 @@ def judge(
         )
     if cpu > _BUSY_CPU:
         reasons.append(f"the client used {cpu:.0%} of a core")
-    health.reasons, health.client_bound = reasons, bool(reasons)
+    if succeeded:
+        health.reasons, health.client_bound = reasons, bool(reasons)
     return health

@@ -187,7 +187,8 @@ async def run_load(
         window_start = min((a.start for a in measured), default=began)
         window_end = max((a.end for a in measured), default=window_start)
         lateness = _lateness_p99(measured) if schedule.offsets is not None else None
-        health = await monitor.stop(config.lag_threshold, lateness)
+        succeeded = sum(1 for a in measured if a.error_kind is None)
+        health = await monitor.stop(config.lag_threshold, lateness, succeeded)
         after = await _read(counters, report) if before is not None else None
     records = [to_record(a, origin) for a in (*warm, *measured)]
     if before is not None and after is not None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
+from pydantic_core import PydanticUndefined
 
 from kvbench.api.base import ApiModel
 
 if TYPE_CHECKING:
     from kvbench.loadgen.client import Attempt
 
-__all__ = ["ErrorKind", "RequestRecord", "SimTiming", "sim_timing", "to_record"]
+__all__ = ["ErrorKind", "RequestRecord", "SimTiming", "e2e_field", "sim_timing", "to_record"]
 
 ErrorKind = Literal[
     "http",  # the server answered with a status other than 200 (its body in `error`)
@@ -32,6 +33,17 @@ ErrorKind = Literal[
 """Why a request failed; the first failure wins (later ones are its consequences)."""
 
 
+def e2e_field(default: Any = PydanticUndefined, **kwargs: Any) -> Any:
+    """A field named `e2e`, keyed `e2e` as the docs say (camelCase would make it `e2E`);
+    documents written with `e2E` before still read."""
+    return Field(
+        default,
+        validation_alias=AliasChoices("e2e", "e2E"),
+        serialization_alias="e2e",
+        **kwargs,
+    )
+
+
 def _r(x: float) -> float:
     """Microsecond precision keeps the document small and loses nothing measurable."""
     return round(x, 6)
@@ -44,7 +56,7 @@ class SimTiming(ApiModel):
     worker: str | None = None
     arrival: float | None = Field(None, description="Arrival on the worker's own clock")
     ttft: float | None = None
-    e2e: float | None = None
+    e2e: float | None = e2e_field(None)
     queue: float | None = Field(None, description="First scheduled minus arrival")
     itl: list[float] = Field(default_factory=list)
     preemptions: int | None = None
@@ -64,7 +76,7 @@ class RequestRecord(ApiModel):
     start: float = Field(..., description="When it was sent")
     end: float
     ttft: float | None = None
-    e2e: float | None = None
+    e2e: float | None = e2e_field(None)
     itl: list[float] = Field(default_factory=list, description="Every gap between token chunks")
     prompt_tokens: int | None = None
     output_tokens: int | None = None

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kvbench.api.base import ApiModel
 from kvbench.loadgen.counters import PodDelta
-from kvbench.loadgen.records import RequestRecord
+from kvbench.loadgen.records import RequestRecord, e2e_field
 
 __all__ = [
     "ClockFigures",
@@ -53,7 +53,7 @@ class ClockFigures(ApiModel):
     ttft_miss: Stats = Field(default_factory=Stats)
     itl: Stats = Field(default_factory=Stats)
     tpot: Stats = Field(default_factory=Stats)
-    e2e: Stats = Field(default_factory=Stats)
+    e2e: Stats = e2e_field(default_factory=Stats)
 
 
 class HitRates(ApiModel):
@@ -262,6 +262,11 @@ def warnings(
     out = []
     if summary.requests and summary.errors:
         out.append(f"{summary.errors} of {summary.requests} measured requests failed")
+    if summary.requests and not summary.succeeded:
+        out.append(
+            "no measured request succeeded: nothing was measured, and whether the client set "
+            "the pace cannot be judged"
+        )
     if summary.succeeded and summary.hit_rates.reported == 0:
         out.append(
             "no response reported usage.prompt_tokens_details.cached_tokens: start vLLM with "

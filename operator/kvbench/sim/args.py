@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import textwrap
 
 from pydantic import ValidationError
 
 from kvbench.sim.config import SimConfig
+from kvbench.sim.timing import GPUS, PROFILES
 
 __all__ = ["build_parser", "human_int", "parse_sim_args"]
 
@@ -39,20 +41,61 @@ def human_int(value: str) -> int:
     return int(float(number) * factor)
 
 
+def _profiles_epilog() -> str:
+    """The --profile names --help lists: the calibrated ones, then a roofline per GPU."""
+    lines = ["timing profiles (--profile):"]
+    lines += [f"  {name}: {profile.source}" for name, profile in PROFILES.items()]
+    rooflines = ", ".join(f"roofline:{gpu}" for gpu in GPUS)
+    lines += textwrap.wrap(
+        f"{rooflines}: from the GPU's datasheet", initial_indent="  ", subsequent_indent="    "
+    )
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kvbench sim",
-        description="vLLM-compatible simulator (accepts `vllm serve` flags).",
+        description="vLLM-compatible simulator (accepts `vllm serve` flags). Also `kvbench sim "
+        "serve MODEL [flags]`. vLLM flags it does not model are accepted and named in a "
+        "warning. Contract: docs/simulator.md.",
+        epilog=_profiles_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     bool_flag = argparse.BooleanOptionalAction
-    p.add_argument("--host")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--model", default="Qwen/Qwen3-0.6B")
-    p.add_argument("--served-model-name", nargs="+")
-    p.add_argument("--max-model-len", type=human_int)
-    p.add_argument("--kv-cache-memory-bytes", type=human_int)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--host", help="address to listen on (default: every address, 0.0.0.0)")
+    p.add_argument(
+        "--port", type=int, default=8000, help="port to listen on, 0 for any (default: 8000)"
+    )
+    p.add_argument(
+        "--model",
+        default="Qwen/Qwen3-0.6B",
+        help="model name (its geometry from the simulator's table) or a directory holding its "
+        "config.json (default: Qwen/Qwen3-0.6B)",
+    )
+    p.add_argument(
+        "--served-model-name",
+        nargs="+",
+        help="the name(s) requests must use for the model (default: --model)",
+    )
+    p.add_argument(
+        "--max-model-len",
+        type=human_int,
+        help="longest prompt + output in tokens, e.g. 4096 or 4k (default: the model's "
+        "max_position_embeddings)",
+    )
+    p.add_argument(
+        "--kv-cache-memory-bytes",
+        type=human_int,
+        help="KV cache size, e.g. 1G; overrides --gpu-memory-utilization for the KV cache",
+    )
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.9,
+        help="share of the GPU's memory the engine may use; the KV cache gets what the "
+        "weights and activations leave of it (default: 0.9)",
+    )
     p.add_argument(
         "--dtype",
         default="auto",
@@ -63,31 +106,99 @@ def build_parser() -> argparse.ArgumentParser:
         "--kv-cache-dtype",
         default="auto",
         choices=["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"],
+        help="dtype of the KV cache (fp8 halves its bytes per token); auto: the weights' dtype",
     )
-    p.add_argument("--block-size", type=int, default=16, choices=[1, 8, 16, 32, 64, 128])
-    p.add_argument("--max-num-seqs", type=human_int)
-    p.add_argument("--max-num-batched-tokens", type=human_int)
-    p.add_argument("--enable-prefix-caching", action=bool_flag, default=True)
     p.add_argument(
-        "--prefix-caching-hash-algo", default="sha256", choices=["sha256", "sha256_cbor"]
+        "--block-size",
+        type=int,
+        default=16,
+        choices=[1, 8, 16, 32, 64, 128],
+        help="tokens per KV cache block, the unit of prefix caching (default: 16)",
     )
-    p.add_argument("--enable-prompt-tokens-details", action=bool_flag, default=False)
-    p.add_argument("--enforce-eager", action=bool_flag, default=False)
+    p.add_argument(
+        "--max-num-seqs",
+        type=human_int,
+        help="most requests in one batch (default: vLLM's, 256, or 1024 on a GPU of 70 GiB "
+        "or more)",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=human_int,
+        help="token budget of one engine step, the prefill chunk size (default: vLLM's, 2048, "
+        "or 8192 on a GPU of 70 GiB or more)",
+    )
+    p.add_argument(
+        "--enable-prefix-caching",
+        action=bool_flag,
+        default=True,
+        help="reuse the KV blocks of a prompt's cached prefix (default: on)",
+    )
+    p.add_argument(
+        "--prefix-caching-hash-algo",
+        default="sha256",
+        choices=["sha256", "sha256_cbor"],
+        help="hash of a KV block's tokens, as it appears in KV events (default: sha256)",
+    )
+    p.add_argument(
+        "--enable-prompt-tokens-details",
+        action=bool_flag,
+        default=False,
+        help="report usage.prompt_tokens_details.cached_tokens in responses (default: off)",
+    )
+    p.add_argument(
+        "--enforce-eager",
+        action=bool_flag,
+        default=False,
+        help="time steps as vLLM without CUDA graphs: a kernel launch cost per layer "
+        "(default: off)",
+    )
     p.add_argument(
         "--scheduler-reserve-full-isl",
         action=bool_flag,
         default=True,
         help="admit a waiting request only when its whole prompt fits (vLLM's default)",
     )
-    p.add_argument("--kv-events-config", help="JSON, as vLLM's --kv-events-config")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tokenizer", help="a tokenizer.json, or a directory holding one")
+    p.add_argument(
+        "--kv-events-config",
+        help="JSON, as vLLM's --kv-events-config: publish KV cache events over ZMQ",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the generated tokens and of --kv-capacity-jitter (default: 0)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        help="a tokenizer.json, or a directory holding one, for text prompts (default: a "
+        "stand-in tokenizer)",
+    )
     sim = p.add_argument_group("simulator only")
-    sim.add_argument("--profile", help="timing profile, e.g. qwen3-1.7b-8gb, roofline:h100-80gb")
-    sim.add_argument("--gpu-memory-bytes", type=human_int)
-    sim.add_argument("--time-scale", type=float, default=1.0, help="wall s per simulated s")
-    sim.add_argument("--worker-id", help="name of this worker in logs and responses")
-    sim.add_argument("--kv-capacity-jitter", type=float, default=0.0, help="fraction, seeded")
+    sim.add_argument(
+        "--profile",
+        help="timing profile: the GPU and host the step times model (listed below; default: "
+        "the model's calibrated profile, else roofline:a100-80gb)",
+    )
+    sim.add_argument(
+        "--gpu-memory-bytes",
+        type=human_int,
+        help="memory of the simulated GPU, e.g. 24G (default: the profile's)",
+    )
+    sim.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="wall seconds per simulated second: 0.05 runs 20x faster than the GPU would, 0 "
+        "never waits (default: 1)",
+    )
+    sim.add_argument("--worker-id", help="name of this worker in logs, metrics and responses")
+    sim.add_argument(
+        "--kv-capacity-jitter",
+        type=float,
+        default=0.0,
+        help="vary a KV cache sized by --gpu-memory-utilization by up to +/- this fraction, "
+        "seeded by --seed: the start-to-start spread of real servers (default: 0)",
+    )
     sim.add_argument(
         "--load-seconds",
         type=float,

@@ -3,24 +3,28 @@
 The build (Debian's kubernetes 1.20.2 source, a few minutes on 2 cores) lives in
 `build_kubernetes.sh` beside this module; its output is cached outside the repo,
 keyed by version, so only the first run on a machine pays for it. Run
-`python -m kvbench.testing.build` to build ahead of the tests (CI does).
+`python -m kvbench.testing.build` to build ahead of the tests (CI does). The build's
+output goes to `build.log` in the cache; its steps, and every 30 s its last line, are said,
+and so is a wait for another process's build (`kvbench.testing.longwaits`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from kvbench.procs import tail
+from kvbench.testing.longwaits import Say, exclusive, run_logged, say_on_stderr
 
 __all__ = ["KUBERNETES_VERSION", "Binaries", "bin_dir", "ensure_binaries", "find_binaries"]
 
 KUBERNETES_VERSION = "1.20.2"
 _SCRIPT = Path(__file__).with_name("build_kubernetes.sh")
+_STEPS = "build-test-cluster: "
+"""The prefix of the script's progress lines."""
 
 
 class Binaries(BaseModel):
@@ -60,22 +64,30 @@ def find_binaries() -> Binaries | None:
     )
 
 
-def ensure_binaries() -> Binaries:
-    """The binaries, built (once per machine, under a lock) if they are missing."""
+def ensure_binaries(say: Say = say_on_stderr) -> Binaries:
+    """The binaries, built (once per machine, under a lock) if they are missing. A wait for
+    another process's build and the build itself say how far they are (`say`)."""
     found = find_binaries()
     if found is not None:
         return found
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    with (root / ".build.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent build finishes first
+    log = root / "build.log"
+    with exclusive(root / ".build.lock", "Kubernetes build", say, progress=log):
         found = find_binaries()
         if found is not None:
             return found
         env = {**os.environ, "KVBENCH_K8S_CACHE": str(root)}
-        result = subprocess.run(["bash", str(_SCRIPT)], env=env, stdout=sys.stderr)
-        if result.returncode != 0:
-            raise RuntimeError(f"{_SCRIPT} failed with exit code {result.returncode}")
+        code = run_logged(
+            ["bash", str(_SCRIPT)],
+            env,
+            log,
+            f"building Kubernetes {KUBERNETES_VERSION} (a few minutes, once per machine)",
+            steps=_STEPS,
+            say=say,
+        )
+        if code != 0:
+            raise RuntimeError(f"{_SCRIPT} failed with exit code {code}:\n{tail(log, 30)}")
     found = find_binaries()
     if found is None:
         raise RuntimeError(f"{_SCRIPT} succeeded but binaries are missing from {bin_dir()}")

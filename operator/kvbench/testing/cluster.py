@@ -29,11 +29,13 @@ from kvbench.testing.build import Binaries, ensure_binaries
 from kvbench.testing.config import DEFAULT_NODES, AgentConfig, NodeSpec, PlacedNode
 from kvbench.testing.controlplane import ApiAccess, ControlPlane
 from kvbench.testing.layout import ClusterLayout, SlotLock, claim_slot
+from kvbench.testing.longwaits import Say, say_on_stderr
 from kvbench.testing.pki import make_pki
 
 __all__ = ["TestCluster"]
 
 _READY_TIMEOUT = 60.0
+_TOKEN_TIMEOUT = 30.0
 
 
 _WORK_ROOT = Path(os.environ.get("KVBENCH_TESTCLUSTER_ROOT", "/var/lib/kvbench/testclusters"))
@@ -44,9 +46,16 @@ class TestCluster:
 
     __test__ = False  # not a pytest test class, despite its name
 
-    def __init__(self, nodes: Sequence[NodeSpec] = DEFAULT_NODES, keep_workdir: bool = False):
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec] = DEFAULT_NODES,
+        keep_workdir: bool = False,
+        say: Say = say_on_stderr,
+    ):
         self.node_specs = list(nodes)
         self.keep_workdir = keep_workdir
+        self.say = say
+        """Where the start's long waits say what they wait for (`kvbench.testing.longwaits`)."""
         # Not under /tmp: pods commonly mount an emptyDir at /tmp, which would hide the
         # cluster's own files from their later mounts (/etc/hosts, the token).
         _WORK_ROOT.mkdir(parents=True, exist_ok=True)
@@ -83,9 +92,10 @@ class TestCluster:
         return self
 
     def _start(self) -> None:
+        began = time.monotonic()
         self._slot = claim_slot()
         self.layout = layout = ClusterLayout(slot=self._slot.slot)
-        self.binaries = ensure_binaries()
+        self.binaries = ensure_binaries(self.say)
         self.nodes = [
             PlacedNode(**spec.model_dump(), ip=layout.node_ip(i), pod_cidr=layout.pod_cidr(i))
             for i, spec in enumerate(self.node_specs)
@@ -95,7 +105,7 @@ class TestCluster:
             ["127.0.0.1", layout.kubernetes_service_ip],
             [node.ip for node in self.nodes],
         )
-        self.control_plane = ControlPlane(self.binaries, self.workdir, layout, pki)
+        self.control_plane = ControlPlane(self.binaries, self.workdir, layout, pki, self.say)
         self.control_plane.start()
         config = AgentConfig(
             access=self.access,
@@ -117,8 +127,12 @@ class TestCluster:
             )
             self.agents.append(process)
             process.start()
+        names = ", ".join(node.name for node in self.nodes)
+        self.say(f"waiting for Ready nodes {names} (up to {_READY_TIMEOUT:.0f}s)")
         self.agents[0].wait_until(self._nodes_ready, _READY_TIMEOUT, "Ready nodes")
+        self.say(f"waiting for the default service account's token (up to {_TOKEN_TIMEOUT:.0f}s)")
         self.ensure_namespace("default")
+        self.say(f"up in {time.monotonic() - began:.0f}s: slot {layout.slot}, {self.workdir}")
 
     def _get(self, path: str) -> httpx.Response:
         access = self.access
@@ -141,7 +155,7 @@ class TestCluster:
         assert self.control_plane is not None, "cluster not started"
         self.control_plane.restart()
 
-    def ensure_namespace(self, name: str, timeout: float = 30.0) -> None:
+    def ensure_namespace(self, name: str, timeout: float = _TOKEN_TIMEOUT) -> None:
         """Create `name` if needed and wait for its default service account's token,
         without which the apiserver refuses pods."""
         access = self.access

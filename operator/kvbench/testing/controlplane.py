@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from kvbench.procs import ManagedProcess, free_port
 from kvbench.testing.build import Binaries
 from kvbench.testing.layout import ClusterLayout
+from kvbench.testing.longwaits import Say, say_on_stderr
 from kvbench.testing.pki import ClusterPKI
 
 __all__ = ["ApiAccess", "ControlPlane", "write_kubeconfig"]
@@ -70,8 +71,16 @@ def _https_ok(url: str, verify: ssl.SSLContext | bool, token: str | None = None)
 class ControlPlane:
     """Starts and stops the four control-plane processes of one cluster."""
 
-    def __init__(self, binaries: Binaries, workdir: Path, layout: ClusterLayout, pki: ClusterPKI):
+    def __init__(
+        self,
+        binaries: Binaries,
+        workdir: Path,
+        layout: ClusterLayout,
+        pki: ClusterPKI,
+        say: Say = say_on_stderr,
+    ):
         self.binaries = binaries
+        self.say = say
         self.workdir = workdir
         self.layout = layout
         self.pki = pki
@@ -99,6 +108,7 @@ class ControlPlane:
         self.processes.append(process)
         self._ready[name] = (ready, what)
         process.start()
+        self.say(f"started {name}: waiting for {what} (up to {_START_TIMEOUT:.0f}s)")
         process.wait_until(ready, _START_TIMEOUT, what)
         return process
 
@@ -110,6 +120,7 @@ class ControlPlane:
         for process in self.processes:
             process.start()
             ready, what = self._ready[process.name]
+            self.say(f"restarted {process.name}: waiting for {what} (up to {_START_TIMEOUT:.0f}s)")
             process.wait_until(ready, _START_TIMEOUT, what)
 
     def start(self) -> None:

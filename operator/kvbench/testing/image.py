@@ -19,7 +19,6 @@ kvbench.testing.image` to build ahead of the tests.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+
+from kvbench.testing.longwaits import exclusive
 
 __all__ = [
     "DOCKERFILE",
@@ -281,8 +282,7 @@ def ensure_image() -> BuiltImage:
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
     record = root / f"build-{digest}.json"
-    with (root / ".build.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent build finishes first
+    with exclusive(root / ".build.lock", "image build"):  # a concurrent build finishes first
         if _exists(tag) and record.exists():
             return _inspect(tag, json.loads(record.read_text())["seconds"], built_now=False)
         _ensure_base(base_image_name())

@@ -5,24 +5,35 @@ directory; hostPath and claimed (persistentVolumeClaim) volumes are host paths.
 Each container runs under `unshare -m --propagation private`, bind-mounting them
 at their mount paths: the process sees them where its manifest says, the rest of
 the machine does not. Mount points that had to be
-created on the host are removed when the last pod using them stops.
+created on the host are removed when the last pod of the machine using them stops.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import shlex
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel
 
 from kvbench.testing.podenv import ContainerConfigError, Fetch
 
-__all__ = ["Mount", "MountPoints", "materialize_volumes", "mounts_for", "wrap_in_namespace"]
+__all__ = [
+    "MOUNT_POINTS_REGISTRY",
+    "Mount",
+    "MountPoints",
+    "materialize_volumes",
+    "mounts_for",
+    "wrap_in_namespace",
+]
 
 Obj = dict[str, Any]
 
@@ -128,27 +139,62 @@ def mounts_for(container: Obj, volumes: dict[str, Path]) -> list[Mount]:
     return mounts
 
 
-class MountPoints:
-    """Host paths created as mount targets, removed when no pod uses them any more."""
+MOUNT_POINTS_REGISTRY = Path(os.environ.get("KVBENCH_MOUNT_POINTS", "/tmp/kvbench-mount-points"))
+"""Where every node agent of the machine records which mount targets it uses (beside the
+slot locks of `kvbench.testing.layout`)."""
 
-    def __init__(self) -> None:
+
+class MountPoints:
+    """Host paths created as mount targets, removed when no pod on the machine uses them.
+
+    A target is shared by every node agent of the machine: each test cluster's pods mount
+    their service account token at /var/run/secrets/kubernetes.io/serviceaccount. Removing
+    a directory that another agent's pod has bound unmounts it in that pod (Linux lazily
+    detaches mounts on a removed mount point), so one agent must never remove what another
+    still uses. Each agent holds a shared flock on the target's file in `registry` while its
+    pods use the target (the kernel drops it if the agent dies); on release, the agent that
+    can take it exclusively is the last user and removes what was created for the target,
+    which the file lists whoever created it. One exclusive lock of the registry orders the
+    checks and changes of every agent.
+    """
+
+    def __init__(self, registry: Path = MOUNT_POINTS_REGISTRY) -> None:
+        self._registry = registry
         self._users: Counter[Path] = Counter()
-        self._created: dict[Path, list[Path]] = {}
+        self._held: dict[Path, IO[str]] = {}
+
+    @contextlib.contextmanager
+    def _serialized(self) -> Iterator[None]:
+        self._registry.mkdir(parents=True, exist_ok=True)
+        with (self._registry / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _record(self, target: Path) -> Path:
+        return self._registry / f"{hashlib.sha256(str(target).encode()).hexdigest()[:32]}.json"
 
     def acquire(self, mount: Mount) -> None:
         target = mount.target
         self._users[target] += 1
-        if target.exists() or target.is_symlink():
+        if self._users[target] > 1:
             return
-        created = [parent for parent in reversed(target.parents) if not parent.exists()]
-        for parent in created:
-            parent.mkdir()
-        if mount.source.is_dir():
-            target.mkdir()
-        else:
-            target.touch()
-        created.append(target)
-        self._created[target] = created
+        with self._serialized():
+            record = self._record(target).open("a+")
+            fcntl.flock(record, fcntl.LOCK_SH)
+            self._held[target] = record
+            if target.exists() or target.is_symlink():
+                return
+            created = [parent for parent in reversed(target.parents) if not parent.exists()]
+            for parent in created:
+                parent.mkdir()
+            if mount.source.is_dir():
+                target.mkdir()
+            else:
+                target.touch()
+            created.append(target)
+            record.truncate(0)
+            record.write(json.dumps([str(path) for path in created]))
+            record.flush()
 
     def release(self, mount: Mount) -> None:
         target = mount.target
@@ -156,9 +202,20 @@ class MountPoints:
         if self._users[target] > 0:
             return
         del self._users[target]
-        for path in reversed(self._created.pop(target, [])):
-            with contextlib.suppress(OSError):
-                path.rmdir() if path.is_dir() else path.unlink()
+        with self._serialized(), self._held.pop(target) as record:
+            try:
+                fcntl.flock(record, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another agent's pods still use it: the last of them removes it
+            record.seek(0)
+            try:
+                created = json.loads(record.read() or "[]")
+            except ValueError:  # torn by an agent killed mid-write: leave the paths be
+                created = []
+            for path in map(Path, reversed(created)):
+                with contextlib.suppress(OSError):
+                    path.rmdir() if path.is_dir() else path.unlink()
+            self._record(target).unlink(missing_ok=True)
 
 
 def wrap_in_namespace(argv: list[str], mounts: list[Mount]) -> list[str]:

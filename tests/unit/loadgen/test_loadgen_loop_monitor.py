@@ -1,4 +1,5 @@
-"""The client-bound judgement: a blocked event loop is caught, an idle one is not."""
+"""The client-bound judgement: a blocked event loop is caught, an idle one is not, and a run
+without a single success is never judged."""
 
 import asyncio
 import time
@@ -15,7 +16,7 @@ def _watch(block: float, rounds: int) -> object:
         for _ in range(rounds):
             await asyncio.sleep(0.004)
             time.sleep(block)  # the loop is held, as a saturated client holds it
-        return await monitor.stop(lag_threshold=0.005, lateness_p99=None)
+        return await monitor.stop(lag_threshold=0.005, lateness_p99=None, succeeded=rounds)
 
     return asyncio.run(main())
 
@@ -35,8 +36,20 @@ def test_an_idle_loop_is_not() -> None:
 
 def test_lag_percentiles_are_the_summary_percentiles() -> None:
     lags = [i / 1000 for i in range(10, 0, -1)]  # 1..10 ms, unsorted
-    health = judge(lags, cpu=0.1, lag_threshold=0.0099, lateness_p99=None)
+    health = judge(lags, cpu=0.1, lag_threshold=0.0099, lateness_p99=None, succeeded=10)
     assert health.loop_lag_p50 == pytest.approx(0.0055)  # nearest rank would give 6 ms
     assert health.loop_lag_p99 == pytest.approx(0.00991)
     assert health.loop_lag_max == 0.01 and health.client_bound
-    assert not judge(lags, cpu=0.1, lag_threshold=0.00995, lateness_p99=None).client_bound
+    assert not judge(
+        lags, cpu=0.1, lag_threshold=0.00995, lateness_p99=None, succeeded=10
+    ).client_bound
+
+
+def test_a_run_without_a_success_is_never_client_bound() -> None:
+    # Refusals come back at once and the client spins on them: the same lag and CPU are
+    # client-bound with one success, and not judged at all with none.
+    lags = [0.05] * 10
+    busy = judge(lags, cpu=1.0, lag_threshold=0.005, lateness_p99=None, succeeded=1)
+    refused = judge(lags, cpu=1.0, lag_threshold=0.005, lateness_p99=None, succeeded=0)
+    assert (busy.client_bound, len(busy.reasons)) == (True, 2)
+    assert (refused.client_bound, refused.reasons, refused.cpu_utilization) == (False, [], 1.0)

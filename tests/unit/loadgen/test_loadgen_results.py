@@ -64,6 +64,31 @@ def test_the_document_is_columnar_gzip_and_schema_2() -> None:
     assert back.records() == result.records()
 
 
+def _keys(value: object) -> set[str]:
+    """Every key of a JSON document, at any depth."""
+    if isinstance(value, dict):
+        return set(value).union(*(_keys(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_keys(v) for v in value))
+    return set()
+
+
+def test_end_to_end_latency_is_keyed_e2e_and_documents_keyed_e2E_still_read() -> None:
+    rng = random.Random(3)
+    rows = make_rows(4)
+    rows[-1] = rows[-1].model_copy(update={"sim": make_sim(rng)})
+    result = make_result(rows)
+    raw = json.loads(result.to_json())
+    assert ("e2e" in _keys(raw), "e2E" in _keys(raw)) == (True, False)
+    assert [raw["requests"]["sim"]["e2e"], raw["summary"]["wall"]["e2e"]["count"]] == [
+        [rows[-1].sim.e2e],
+        sum(1 for r in rows if r.phase == "measured" and r.e2e is not None),
+    ]
+    old = result.to_json().replace('"e2e"', '"e2E"')
+    assert old != result.to_json()
+    assert read_result(old.encode()) == result
+
+
 def test_save_and_load_by_suffix(tmp_path: Path) -> None:
     result = make_result(make_rows(5))
     packed, plain = tmp_path / "r.json.gz", tmp_path / "r.json"
