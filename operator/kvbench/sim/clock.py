@@ -1,7 +1,8 @@
 """Drives the engine core from asyncio, mapping its virtual clock onto wall time.
 
 ``time_scale`` S is wall seconds per simulated second. With S > 0 virtual time is
-``(loop.time() - start) / S``: a request arriving over HTTP is stamped with that
+``(time.monotonic() - start) / S`` (not ``loop.time()``, which uvloop keeps in whole
+milliseconds): a request arriving over HTTP is stamped with that
 value, and a step's tokens are released when the wall clock reaches the step's end.
 When this process falls behind (a busy machine), steps run back to back until the
 engine has caught up; decisions still follow the virtual stamps, so a slow machine
@@ -14,9 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.request import SimRequest
+
+TIMER_RESOLUTION = 0.001
+"""The event loop's timers (uvloop's, libuv's) count whole milliseconds: one fires up to this
+early or late."""
+PRECISE_RELEASE_STEP = 2 * TIMER_RESOLUTION
+"""Wall seconds a step must last for its tokens to be released at its end to the timer's
+precision: the timer is set one resolution early and the rest is waited out yielding to the
+loop. Shorter steps (small time scales, where clients read the simulator's own timings) are
+not worth a spinning loop."""
 
 __all__ = ["EngineClock"]
 
@@ -35,7 +46,7 @@ class EngineClock:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._origin = loop.time() - self.core.clock * self.time_scale
+        self._origin = time.monotonic() - self.core.clock * self.time_scale
         self._task = loop.create_task(self._run(), name="kvbench-sim-engine")
 
     async def stop(self) -> None:
@@ -48,15 +59,24 @@ class EngineClock:
     def now(self) -> float:
         """The current virtual time as seen by an arriving request."""
         if self.time_scale > 0:
-            wall = (asyncio.get_running_loop().time() - self._origin) / self.time_scale
+            wall = (time.monotonic() - self._origin) / self.time_scale
             return max(wall, 0.0)
         return self.core.clock
 
-    def submit(self, request: SimRequest) -> None:
-        """Stamp the request's arrival now and hand it to the engine."""
-        request.arrival_time = self.now()
-        request.engine_arrival_time = request.arrival_time + self.core.cost.frontend_latency(
-            request.num_prompt_tokens
+    def submit(self, request: SimRequest, received: float | None = None) -> None:
+        """Stamp the request's arrival and hand it to the engine. At S > 0 the arrival is
+        ``received``, the ``now()`` at which the request reached the server, as vLLM stamps
+        it before tokenizing: the server's own work since (reading, validating, tokenizing:
+        wall time outside the simulated clock) is part of the modelled frontend latency, and
+        where it took longer, the engine sees the request when it really got it. Either way
+        the TTFT reported is the one a client sees. At S = 0 the arrival is the engine's
+        clock when submitted."""
+        now = self.now()
+        if received is None or self.time_scale == 0:
+            received = now
+        request.arrival_time = received
+        request.engine_arrival_time = max(
+            received + self.core.cost.frontend_latency(request.num_prompt_tokens), now
         )
         self.core.add_request(request)
         self._wake.set()
@@ -68,7 +88,7 @@ class EngineClock:
         return self._origin + virtual * self.time_scale
 
     async def _run(self) -> None:
-        core, loop, scale = self.core, asyncio.get_running_loop(), self.time_scale
+        core, scale = self.core, self.time_scale
         while True:
             if not core.has_work:
                 self._wake.clear()
@@ -76,7 +96,8 @@ class EngineClock:
                 continue
             if scale > 0 and not core.busy:
                 next_arrival = core.next_arrival_time()
-                delay = 0.0 if next_arrival is None else self._wall(next_arrival) - loop.time()
+                now = time.monotonic()
+                delay = 0.0 if next_arrival is None else self._wall(next_arrival) - now
                 if delay > 0:
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
@@ -86,11 +107,13 @@ class EngineClock:
             if result is None:
                 continue
             if scale > 0:
-                delay = self._wall(result.end) - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                due = self._wall(result.end)
+                if (result.end - result.start) * scale < PRECISE_RELEASE_STEP:
+                    await asyncio.sleep(max(due - time.monotonic(), 0.0))
                 else:
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(max(due - time.monotonic() - TIMER_RESOLUTION, 0.0))
+                    while time.monotonic() < due:
+                        await asyncio.sleep(0)
             else:
                 await asyncio.sleep(0)
             for request in result.produced:

@@ -20,6 +20,10 @@ from kvbench.sim.geometry import UnknownModelError
 from kvbench.sim.kv_events import ZmqEventPublisher
 from kvbench.sim.server import SimServer, start_server
 
+GIL_SWITCH_INTERVAL = 0.0005
+"""Seconds a thread may hold the GIL while the event loop waits for it (Python's default is
+5 ms): a request tokenized in a worker thread must not hold back a token due meanwhile."""
+
 __all__ = ["configure_logging", "run", "serve"]
 
 logger = logging.getLogger("kvbench.sim")
@@ -107,6 +111,7 @@ async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> in
 def run(config: SimConfig, unknown_flags: list[str] | None = None) -> int:
     """Run the simulator in this process (uvloop if available); returns an exit code."""
     configure_logging()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     try:
         import uvloop
     except ImportError:

@@ -7,6 +7,13 @@ engine at scrape time; histograms are kept as plain bucket counts updated by the
 engine (a bisect per observation) and rendered by a custom collector, which keeps the
 per-token cost of metrics far below prometheus_client's locked ``observe``.
 All durations are virtual seconds.
+
+A scrape renders on the event loop that streams tokens, so its cost delays every token due
+meanwhile: ``generate_latest`` over the collector takes 3-6 ms (a family object and a sample
+per bucket), which at 3 scrapes a second made the first token leave visibly after its
+simulated time. The text is therefore rendered from a template made once by
+``generate_latest`` itself (every line but the values is fixed for a server's life) filled
+with the values in the collector's order: the same bytes in a tenth of the time.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -270,6 +278,51 @@ _HIST_DOCS = {
 }  # fmt: skip
 
 
+class _Template:
+    """The exposition text of one collector with its values left out: ``render`` fills them in
+    the order ``_SimCollector.collect`` yields them. ``_created`` samples (constant) stay in the
+    text; every other sample line is a slot."""
+
+    def __init__(self, collector: _SimCollector, text: str) -> None:
+        self.collector = collector
+        statics, current = [], []
+        for line in text.splitlines(keepends=True):
+            name = line.partition("{")[0]
+            if line.startswith("#") or name.endswith("_created"):
+                current.append(line)
+                continue
+            current.append(line[: line.rindex(" ") + 1])
+            statics.append("".join(current))
+            current = ["\n"]
+        statics.append("".join(current))
+        self.statics = statics
+        if len(self._values()) != len(statics) - 1:
+            raise RuntimeError("the metrics template and the collector disagree")
+
+    def _values(self) -> list[float]:
+        collector = self.collector
+        stats, g = collector.stats, collector.gauges()
+        values: list[float] = [
+            g.running, g.waiting, g.kv_cache_usage, g.prefix_queries, g.prefix_hits,
+            g.num_preemptions, stats.prompt_tokens, stats.generation_tokens,
+            *stats.request_success.values(),
+        ]  # fmt: skip
+        for hist in stats.histograms.values():
+            running = 0
+            for count in hist.counts:
+                running += count
+                values.append(running)
+            values.append(running)
+            values.append(hist.sum)
+        values.append(1)
+        return values
+
+    def render(self) -> bytes:
+        values = map(floatToGoString, self._values())
+        lines = chain.from_iterable(zip(self.statics[:-1], values, strict=True))
+        return "".join(chain(lines, self.statics[-1:])).encode()
+
+
 def render_metrics(
     stats: EngineStats,
     gauges: Callable[[], EngineGauges],
@@ -277,7 +330,10 @@ def render_metrics(
     model_name: str,
     cache_info: dict[str, str],
 ) -> tuple[CollectorRegistry, Callable[[], bytes]]:
-    """A registry holding the simulator's metrics and a function rendering it as text."""
+    """A registry holding the simulator's metrics and a function rendering it as text, byte
+    for byte as ``generate_latest(registry)`` would."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_SimCollector(stats, gauges, [model_name, "0"], cache_info))
-    return registry, lambda: generate_latest(registry)
+    collector = _SimCollector(stats, gauges, [model_name, "0"], cache_info)
+    registry.register(collector)
+    template = _Template(collector, generate_latest(registry).decode())
+    return registry, template.render

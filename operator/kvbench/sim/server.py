@@ -226,6 +226,7 @@ class SimServer:
         return await asyncio.to_thread(self.tokenizer.encode, text, add_special_tokens)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        received = self.runner.now()
         limit = self.sim.max_model_len
         try:
             raw = await self._read_json(request)
@@ -249,9 +250,10 @@ class SimServer:
             return exc.response()
         top = body.logprobs
         error = api_checks.engine_input(tokens, self.tokenizer.vocab_size, top)
-        return await self._generate(request, body, model, tokens, max_tokens, top, error)
+        return await self._generate(request, body, model, tokens, max_tokens, top, error, received)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        received = self.runner.now()
         limit = self.sim.max_model_len
         try:
             raw = await self._read_json(request)
@@ -277,7 +279,7 @@ class SimServer:
             return exc.response()
         top = body.top_logprobs if body.logprobs else None
         error = api_checks.engine_input(tokens, self.tokenizer.vocab_size, top)
-        return await self._generate(request, body, model, tokens, max_tokens, top, error)
+        return await self._generate(request, body, model, tokens, max_tokens, top, error, received)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """vLLM's ``/tokenize``: the token ids the completion endpoints would compute."""
@@ -327,9 +329,14 @@ class SimServer:
         max_tokens: int,
         top_logprobs: int | None,
         error: ApiError | None,
+        received: float,
     ) -> web.StreamResponse:
         """Run one request; ``error`` is a refusal of the engine's input processor, which
-        vLLM sends inside the stream when the request streams."""
+        vLLM sends inside the stream when the request streams. ``received`` is the virtual
+        time the request reached the server, its arrival (``EngineClock.submit``): vLLM
+        stamps arrival before tokenizing (``BaseRenderer.render_cmpl_async``), and the
+        simulator's tokenizing, reading and validating take wall time that its clock does
+        not model, so they count as part of the modelled frontend latency."""
         if error is not None:
             return await self._stream_error(request, error) if body.stream else error.response()
         chat = isinstance(body, ChatCompletionRequest)
@@ -353,7 +360,7 @@ class SimServer:
             salt=self._salt(tokens, body), vocab_size=vocab,
         )  # fmt: skip
         if body.stream:
-            return await self._stream(request, sim_request, writer, include_usage)
+            return await self._stream(request, sim_request, writer, include_usage, received)
         done = asyncio.get_running_loop().create_future()
 
         def notify(r: SimRequest) -> None:
@@ -361,7 +368,7 @@ class SimServer:
                 done.set_result(None)
 
         sim_request.notify = notify
-        self.runner.submit(sim_request)
+        self.runner.submit(sim_request, received)
         try:
             await done
         except asyncio.CancelledError:
@@ -390,6 +397,7 @@ class SimServer:
         sim_request: SimRequest,
         writer: ResponseWriter,
         include_usage: bool,
+        received: float,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers=_SSE_HEADERS)
         try:
@@ -406,7 +414,7 @@ class SimServer:
             ready.set()
 
         sim_request.notify = notify
-        self.runner.submit(sim_request)
+        self.runner.submit(sim_request, received)
         decode = self.tokenizer.decode_one
         parts = [writer.role_chunk()] if writer.chat else []
         sent = 0
