@@ -16,7 +16,12 @@ ModelDtype = Literal["auto", "bfloat16", "float16", "float32"]
 BlockSize = Literal[1, 8, 16, 32, 64, 128]
 
 # vLLM flags whose default is on: turning them off needs the explicit `--no-` form.
-_ON_BY_DEFAULT = {"enable_prefix_caching", "enable_chunked_prefill", "scheduler_reserve_full_isl"}
+_ON_BY_DEFAULT = {
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "scheduler_reserve_full_isl",
+    "async_scheduling",
+}
 # Flags that `vllm serve` takes under another spelling than the field name.
 _FLAG_NAMES = {"served_model_name": "--served-model-name"}
 # Flags kvbench itself sets on every worker: the address the probes, Services and load reach.
@@ -64,6 +69,12 @@ class VllmFlags(SpecModel):
         None,
         description="--[no-]scheduler-reserve-full-isl: admit a waiting request only when its "
         "whole prompt fits in the free KV blocks (vLLM's default: on)",
+    )
+    async_scheduling: bool | None = Field(
+        None,
+        description="--[no-]async-scheduling: decide the next batch while the current one runs, "
+        "so an arrival waits one more step and finished requests free their blocks a step "
+        "later (vLLM's default: on)",
     )
     enable_prompt_tokens_details: bool | None = Field(
         None,

@@ -42,6 +42,8 @@ def engine_flags(engine: EngineSpec) -> str:
         f"maxModelLen {number(engine.max_model_len)}, "
         f"prefix caching {on_off(engine.enable_prefix_caching)}, "
         f"chunked prefill {on_off(engine.enable_chunked_prefill)}, "
+        f"full-prompt admission {on_off(engine.scheduler_reserve_full_isl)}, "
+        f"async scheduling {on_off(engine.async_scheduling)}, "
         f"enforceEager {'on' if engine.enforce_eager else 'off'}"
     )
 

@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="admit a waiting request only when its whole prompt fits (vLLM's default)",
     )
     p.add_argument(
+        "--async-scheduling",
+        action=bool_flag,
+        default=True,
+        help="decide the next batch while the current one runs, as vLLM does by default: an "
+        "arrival at a busy engine waits one more step, finished requests free their blocks "
+        "after the next decision",
+    )
+    p.add_argument(
         "--kv-events-config",
         help="JSON, as vLLM's --kv-events-config: publish KV cache events over ZMQ",
     )

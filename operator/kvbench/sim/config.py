@@ -58,6 +58,7 @@ class SimConfig(BaseModel):
     enable_prompt_tokens_details: bool = False
     enforce_eager: bool = False
     scheduler_reserve_full_isl: bool = True
+    async_scheduling: bool = True
     kv_events_config: KVEventsConfig | None = None
     seed: int = 0
     tokenizer: str | None = None

@@ -6,6 +6,15 @@ tokens at the step's end. Nothing here reads a wall clock, so a run is a pure
 function of the requests and their arrival times: tests and benchmarks drive it
 directly (``kvbench.sim.replay``), the server drives it through
 ``kvbench.sim.clock`` which maps the virtual clock onto wall time.
+
+Async scheduling (vLLM's default: ``VllmConfig`` resolves ``async_scheduling=None`` to
+True; ``async_scheduling=False`` here is vLLM's ``--no-async-scheduling``) keeps two
+batches in flight (``EngineCore.step_with_batch_queue``): the batch that runs next was
+decided when the current one started, before its outputs came back. So a step sees only
+the requests that reached the engine before the previous step started, and the blocks of
+requests that finished in the previous step are freed after its decision, not before.
+Where that decision found nothing to run (vLLM queued an empty batch), the step is decided
+again at its start with everything that has arrived.
 """
 
 from __future__ import annotations
@@ -48,9 +57,14 @@ class EngineCore:
         cost: CostModel,
         stats: EngineStats,
         on_kv_events: Callable[[list[KVEvent]], None] | None = None,
+        async_scheduling: bool = True,
     ) -> None:
         self.kv = kv
         self.scheduler = scheduler
+        self.async_scheduling = async_scheduling
+        scheduler.hold_finished = async_scheduling
+        self._last_start = 0.0
+        self._last_end: float | None = None
         self.cost = cost
         self.stats = stats
         self.on_kv_events = on_kv_events
@@ -89,9 +103,9 @@ class EngineCore:
             self.scheduler.abort(request, self.clock)
         self._flush_events()
 
-    def _admit(self) -> None:
-        arrivals, clock, add = self._arrivals, self.clock, self.scheduler.add_request
-        while arrivals and arrivals[0][0] <= clock:
+    def _admit(self, horizon: float) -> None:
+        arrivals, add = self._arrivals, self.scheduler.add_request
+        while arrivals and arrivals[0][0] <= horizon:
             request = heapq.heappop(arrivals)[2]
             if request.status is not RequestStatus.FINISHED:
                 add(request)
@@ -99,24 +113,39 @@ class EngineCore:
     def step(self) -> StepResult | None:
         """Run one engine step; None when there is nothing to do at all."""
         scheduler = self.scheduler
+        pipelined = self.async_scheduling and self._last_end == self.clock
+        horizon = self._last_start if pipelined else self.clock
         while True:
             if not scheduler.has_work:
                 if not self._arrivals:
+                    scheduler.release_finished()
                     return None
-                self.clock = max(self.clock, self._arrivals[0][0])
-            self._admit()
+                if self._arrivals[0][0] > horizon:
+                    pipelined = False
+                    self.clock = horizon = max(self.clock, self._arrivals[0][0])
+            self._admit(horizon)
             if scheduler.has_work:
                 break
         start = self.clock
+        if not pipelined:
+            scheduler.release_finished()
         batch = scheduler.schedule(start)
+        scheduler.release_finished()
+        if not batch.requests and pipelined:
+            self._admit(start)
+            batch = scheduler.schedule(start)
         if not batch.requests:
+            self._last_end = None
             return self._unschedulable(start)
         end = start + self.cost.step_time(
             batch.num_tokens, batch.context_tokens, batch.attention_pairs
         )
         self.clock = end
+        self._last_start, self._last_end = start, end
         self.num_steps += 1
         produced, finished = scheduler.update_from_output(batch, end)
+        if not scheduler.has_work:
+            scheduler.release_finished()  # no next decision to hide them from: vLLM freed them
         stats = self.stats
         if produced:
             stats.on_step(produced)

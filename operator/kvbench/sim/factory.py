@@ -125,6 +125,7 @@ def build_engine(
         cost=cost,
         stats=EngineStats(max_model_len=max_model_len),
         on_kv_events=on_kv_events,
+        async_scheduling=config.async_scheduling,
     )
     return SimEngine(
         config=config,

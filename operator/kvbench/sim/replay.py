@@ -29,6 +29,7 @@ class RunSummary:
     output_throughput: float
     request_throughput: float
     median_ttft: float
+    p95_ttft: float
     p99_ttft: float
     median_itl: float
     p99_itl: float
@@ -161,6 +162,7 @@ def summarize_replay(requests: list[SimRequest]) -> RunSummary:
         output_throughput=tokens / duration,
         request_throughput=len(finished) / duration,
         median_ttft=_percentile(ttfts, 50),
+        p95_ttft=_percentile(ttfts, 95),
         p99_ttft=_percentile(ttfts, 99),
         median_itl=_percentile(itls, 50),
         p99_itl=_percentile(itls, 99),

@@ -18,7 +18,10 @@ From ``vllm/v1/core/sched/scheduler.py`` (FCFS policy):
    latest admission (vLLM sets ``prefill_stats`` at each lookup until then), so one
    preempted before its first token reports what its re-admission found.
 3. After the step a request whose computed tokens reach its length samples one token;
-   it finishes at ``max_tokens`` or at ``max_model_len``.
+   it finishes at ``max_tokens`` or at ``max_model_len``. With async scheduling (vLLM's
+   default, ``AsyncScheduler``) the next step was scheduled before this step's outputs
+   came back, so a finished request's blocks return to the pool only after that next
+   decision: ``update_from_output`` holds them until ``release_finished``.
 """
 
 from __future__ import annotations
@@ -72,10 +75,13 @@ class Scheduler:
         max_model_len: int,
         reserve_full_isl: bool = True,
         stats_at_lookup: bool = False,
+        hold_finished: bool = False,
     ) -> None:
         self.kv = kv
         self.reserve_full_isl = reserve_full_isl
         self.stats_at_lookup = stats_at_lookup
+        self.hold_finished = hold_finished
+        self._held: list[SimRequest] = []
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
@@ -179,14 +185,25 @@ class Scheduler:
                 request.first_token_time = now
             produced.append(request)
             if request.num_output_tokens >= request.max_tokens or num_tokens + 1 >= max_model_len:
-                self._finish(request, now, FinishReason.LENGTH)
+                self._finish(request, now, FinishReason.LENGTH, hold=self.hold_finished)
                 finished.append(request)
         if finished:
             self.running = [r for r in self.running if r.status is not RequestStatus.FINISHED]
         return produced, finished
 
-    def _finish(self, request: SimRequest, now: float, reason: FinishReason) -> None:
-        self.kv.free(request)
+    def release_finished(self) -> None:
+        """Free the blocks of requests that finished in the last step (see step 3 above)."""
+        for request in self._held:
+            self.kv.free(request)
+        self._held.clear()
+
+    def _finish(
+        self, request: SimRequest, now: float, reason: FinishReason, *, hold: bool = False
+    ) -> None:
+        if hold:
+            self._held.append(request)
+        else:
+            self.kv.free(request)
         request.status = RequestStatus.FINISHED
         request.finish_reason = reason
         request.finish_time = now

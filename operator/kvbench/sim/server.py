@@ -188,6 +188,7 @@ class SimServer:
                     "max_num_batched_tokens": sim.max_num_batched_tokens,
                     "prefix_caching_hash_algo": self.config.prefix_caching_hash_algo,
                     "scheduler_reserve_full_isl": self.config.scheduler_reserve_full_isl,
+                    "async_scheduling": self.config.async_scheduling,
                     "prefix_cache_stats_at": self.config.prefix_cache_stats_at,
                     "tokenizer": self.config.tokenizer,
                     "kv_events_endpoint": self.kv_events_endpoint,

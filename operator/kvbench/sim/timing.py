@@ -1,19 +1,25 @@
 """How long an engine step takes: named timing profiles and a roofline cost model.
 
-A step's GPU time is a roofline: ``max(compute, memory)`` where compute is the dense
-FLOPs of every scheduled token plus attention FLOPs of every (query, context) pair,
-and memory is the weights plus the KV cache the step reads, over effective FLOP/s and
-bandwidth. A fixed per-step overhead (scheduling, sampling) is added. With
-``--enforce-eager`` the host launches every kernel itself: the step takes at least
-the launch time of all layers, plus a small extra, which is why eager mode hurts small
-models (short steps) and barely touches large batches (the articles: Qwen3-0.6B 168 ->
-108 tok/s at concurrency 1, 1,557 -> 1,503 at 32; Qwen3-1.7B 66 -> 64).
+A step runs its GEMMs and its attention as separate kernels, one after the other, so its
+GPU time is the sum of two rooflines: the GEMMs take ``max(dense FLOPs / FLOP/s, weight
+bytes / bandwidth)`` (every scheduled token through the weights), the attention
+``max(attention FLOPs / FLOP/s, KV bytes / attention bandwidth)`` (every (query, context)
+pair; the KV of every scheduled request). One roofline over the whole step would hide a
+mixed step's decode KV reads under its prefill's compute, which no GPU does. Paged
+attention streams KV slower than a GEMM streams weights (scattered 16-token blocks, small
+work items per sequence and head), so the attention has its own effective bandwidth. A
+fixed per-step overhead (scheduling, sampling) is added. With ``--enforce-eager`` the host
+launches every kernel itself: the step takes at least the launch time of all layers, plus a
+small extra, which is why eager mode hurts small models (short steps) and barely touches
+large batches (the articles: Qwen3-0.6B 168 -> 108 tok/s at concurrency 1, 1,557 -> 1,503
+at 32; Qwen3-1.7B 66 -> 64).
 
-Calibrated profiles fit the effective numbers to the articles' measurements (see
-``bench/sim_calibration.py``); ``roofline:<gpu>`` profiles derive them from a GPU's
-datasheet with fixed efficiencies, for GPUs nobody measured. The frontend latency
-(HTTP, tokenization) delays a request's arrival at the engine; it is part of TTFT as
-a client measures it.
+A calibrated profile names the published figures (``sim/figures.yaml``) its effective
+numbers were fitted on, one figure per number, in ``fitted_on``; every other figure is a
+prediction (``bench/sim_calibration.py`` prints both). ``roofline:<gpu>`` profiles derive
+their numbers from a GPU's datasheet with fixed efficiencies, for GPUs nobody measured.
+The frontend latency (HTTP, tokenization) delays a request's arrival at the engine; it is
+part of TTFT as a client measures it.
 """
 
 from __future__ import annotations
@@ -78,7 +84,15 @@ class TimingProfile(BaseModel):
     eager_extra_s: float = Field(ge=0)
     frontend_s: float = Field(ge=0)
     frontend_per_token_s: float = Field(ge=0)
+    attention_bandwidth: float | None = Field(
+        default=None,
+        gt=0,
+        description="effective bytes/s the attention kernels read KV at; None: the bandwidth",
+    )
     calibrated_for: str | None = None
+    fitted_on: tuple[str, ...] = Field(
+        default=(), description="ids of the published figures (sim/figures.yaml) fitted on"
+    )
 
 
 PROFILES: dict[str, TimingProfile] = {
@@ -91,12 +105,23 @@ PROFILES: dict[str, TimingProfile] = {
             gpu_memory_bytes=8 * GIB,
             non_kv_overhead_bytes=1_760_000_000,
             bandwidth=260e9,
+            attention_bandwidth=200e9,
             flops=30.5e12,
             step_overhead_s=0.0013,
             eager_launch_per_layer_s=0.000315,
             eager_extra_s=0.00045,
             frontend_s=0.012,
             frontend_per_token_s=0.0,
+            fitted_on=(
+                "a000.kv-tokens",  # non_kv_overhead_bytes
+                "a000.c1.throughput",  # bandwidth
+                "a000.c1.itl-median",  # bandwidth
+                "a000.prefix.miss-ttft",  # flops
+                "a000.prefix.hit-ttft",  # step_overhead_s, frontend_s
+                "a000.eager.c1.throughput",  # eager_extra_s
+                "a000.small-eager.c1.throughput",  # eager_launch_per_layer_s
+                "a000.c32.itl-median",  # attention_bandwidth
+            ),
         ),
         TimingProfile(
             name="qwen3-0.6b-24gb",
@@ -111,6 +136,7 @@ PROFILES: dict[str, TimingProfile] = {
             eager_extra_s=0.00045,
             frontend_s=0.0217,
             frontend_per_token_s=2e-6,
+            fitted_on=("a002.miss-ttft", "a002.hit-ttft"),
         ),
     )
 }
@@ -158,6 +184,7 @@ class CostModel:
     """Step time of a batch for one model on one profile (virtual seconds)."""
 
     __slots__ = (
+        "attention_bandwidth",
         "attn_flops_per_pair",
         "bandwidth",
         "eager_extra",
@@ -186,6 +213,7 @@ class CostModel:
         self.kv_bytes_per_token = float(geometry.kv_bytes_per_token(kv_dtype_bytes))
         self.flops = profile.flops
         self.bandwidth = profile.bandwidth
+        self.attention_bandwidth = profile.attention_bandwidth or profile.bandwidth
         self.step_overhead = profile.step_overhead_s
         self.eager_launch = profile.eager_launch_per_layer_s * geometry.num_layers
         self.eager_extra = profile.eager_extra_s
@@ -199,11 +227,15 @@ class CostModel:
         ``context_tokens`` is the KV the step reads (every scheduled request's context
         including its new tokens), ``attention_pairs`` the (query, key) pairs attended.
         """
-        compute = (
-            num_tokens * self.flops_per_token + attention_pairs * self.attn_flops_per_pair
-        ) / self.flops
-        memory = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.bandwidth
-        gpu = (compute if compute > memory else memory) + self.step_overhead
+        dense = num_tokens * self.flops_per_token / self.flops
+        weights = self.weight_bytes / self.bandwidth
+        attention = attention_pairs * self.attn_flops_per_pair / self.flops
+        kv = context_tokens * self.kv_bytes_per_token / self.attention_bandwidth
+        gpu = (
+            (dense if dense > weights else weights)
+            + (attention if attention > kv else kv)
+            + self.step_overhead
+        )
         if self.enforce_eager:
             return (gpu if gpu > self.eager_launch else self.eager_launch) + self.eager_extra
         return gpu

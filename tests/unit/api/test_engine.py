@@ -53,6 +53,19 @@ def test_the_admission_gate_is_turned_off_with_vllms_no_flag_and_the_simulator_t
     assert "--scheduler-reserve-full-isl" in on and "--no-scheduler-reserve-full-isl" not in on
 
 
+def test_async_scheduling_is_turned_off_with_vllms_no_flag_and_the_simulator_takes_it() -> None:
+    from kvbench.sim import build_engine
+    from kvbench.sim.args import parse_sim_args
+
+    off = EngineSpec(model="Qwen/Qwen3-0.6B", async_scheduling=False).vllm_args()
+    assert "--no-async-scheduling" in off
+    config = parse_sim_args(off[1:])[0]
+    assert not config.async_scheduling
+    assert not build_engine(config).core.async_scheduling
+    default = parse_sim_args(EngineSpec(model="Qwen/Qwen3-0.6B").vllm_args()[1:])[0]
+    assert build_engine(default).core.async_scheduling, "on by default, as in vLLM"
+
+
 def test_overrides_replace_flags_and_env_and_append_args() -> None:
     base = EngineSpec.model_validate(
         {

@@ -241,3 +241,24 @@ def test_the_annotation_names_the_reference_when_the_store_keeps_it(tmp_path: Pa
     console = Console(record=True, width=200, file=io.StringIO())
     write_report(store, console, tmp_path)
     assert "Reproduces article-002-6-workers" in (tmp_path / "report.txt").read_text()
+
+
+def test_the_engine_flags_that_change_the_answer_are_named_set_or_default() -> None:
+    """What a reader needs to know what ran: every flag that changes the answer, unset ones as
+    vLLM's default, so a report of the admission gate or async scheduling turned off says so."""
+    from kvbench.api import EngineSpec
+    from kvbench.report.conditions import engine_flags
+
+    default = engine_flags(EngineSpec(model="m"))
+    assert "full-prompt admission vLLM default (on)" in default
+    assert "async scheduling vLLM default (on)" in default
+    assert "maxNumSeqs vLLM default" in default
+    off = engine_flags(
+        EngineSpec(
+            model="m", scheduler_reserve_full_isl=False, async_scheduling=False,
+            max_num_seqs=16, kv_cache_memory_bytes=1 << 30, enforce_eager=True,
+        )
+    )  # fmt: skip
+    for named in ("full-prompt admission off", "async scheduling off", "maxNumSeqs 16",
+                  "KV cache 1,073,741,824 B", "enforceEager on"):  # fmt: skip
+        assert named in off, (named, off)

@@ -45,3 +45,24 @@ def test_eager_mode_bounds_short_steps_by_kernel_launches():
     assert eager.step_time(1, 1, 1) > 1.3 * graphs.step_time(1, 1, 1)
     big = (8192, 8192, 8192 * 4096)
     assert eager.step_time(*big) == pytest.approx(graphs.step_time(*big), rel=0.05)
+
+
+def test_a_mixed_step_pays_its_decodes_kv_on_top_of_the_prefill():
+    """GEMMs and attention are separate kernels: a prefill chunk's GEMM compute does not hide
+    the KV that the step's decodes read (one roofline over the whole step would)."""
+    cost = _cost("qwen3-1.7b-8gb", "Qwen/Qwen3-1.7B")
+    prefill = (512, 512, 512 * 256.5)
+    decodes = (32, 32 * 601, 32 * 600)
+    mixed = tuple(a + b for a, b in zip(prefill, decodes, strict=True))
+    kv_read = decodes[1] * cost.kv_bytes_per_token / cost.attention_bandwidth
+    assert cost.step_time(*mixed) - cost.step_time(*prefill) > kv_read
+
+
+def test_attention_streams_kv_at_its_own_bandwidth():
+    cost = _cost("qwen3-1.7b-8gb", "Qwen/Qwen3-1.7B")
+    assert cost.attention_bandwidth < cost.bandwidth
+    extra = 64 * 3900 * cost.kv_bytes_per_token / cost.attention_bandwidth
+    longer = cost.step_time(64, 64 * 4000, 64 * 4000) - cost.step_time(64, 64 * 100, 64 * 100)
+    assert longer == pytest.approx(extra, rel=1e-9)
+    datasheet = _cost()
+    assert datasheet.attention_bandwidth == datasheet.bandwidth

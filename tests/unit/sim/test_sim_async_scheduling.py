@@ -1,0 +1,85 @@
+"""Async scheduling (vLLM's default): the next batch is decided when the current one starts.
+
+vLLM keeps two batches in flight (``EngineCore.step_with_batch_queue``), so a request that
+reaches a busy engine misses the batch already decided and runs one step later than a
+synchronous engine would run it, and the blocks of a request that finished free only after
+that decision. An idle engine schedules an arrival at once.
+"""
+
+from kvbench.sim import SimConfig, build_engine
+from kvbench.sim.engine import EngineCore
+from kvbench.sim.request import SimRequest
+
+
+def _core(async_scheduling: bool, **kw) -> EngineCore:
+    sim = build_engine(SimConfig(**({"model": "Qwen/Qwen3-1.7B", "max_model_len": 4096} | kw)))
+    parts = sim.core
+    return EngineCore(
+        kv=parts.kv, scheduler=parts.scheduler, cost=parts.cost, stats=parts.stats,
+        async_scheduling=async_scheduling,
+    )  # fmt: skip
+
+
+def _request(name: str, n: int, at: float, max_tokens: int = 30, base: int = 1000) -> SimRequest:
+    r = SimRequest(name, list(range(base, base + n)), max_tokens, arrival_time=at)
+    r.engine_arrival_time = at
+    return r
+
+
+def _steps(core: EngineCore) -> list[tuple[float, float]]:
+    steps = []
+    while (result := core.step()) is not None:
+        steps.append((result.start, result.end))
+    return steps
+
+
+def _arrival_mid_step(async_scheduling: bool) -> tuple[list[tuple[float, float]], SimRequest]:
+    core = _core(async_scheduling)
+    core.add_request(_request("decoding", 64, 0.0))
+    late = _request("late", 64, 0.1, base=50_000)  # the fourth decode step is running then
+    core.add_request(late)
+    return _steps(core), late
+
+
+def test_an_arrival_at_a_busy_engine_waits_for_the_batch_already_decided():
+    sync_steps, sync_late = _arrival_mid_step(False)
+    async_steps, async_late = _arrival_mid_step(True)
+    running = next(i for i, (s, e) in enumerate(sync_steps) if s <= 0.1 < e)
+    assert sync_late.first_scheduled_time == sync_steps[running + 1][0]
+    assert async_late.first_scheduled_time == async_steps[running + 2][0]
+    assert async_late.token_times[0] > sync_late.token_times[0]
+
+
+def test_an_arrival_at_an_idle_engine_runs_at_once():
+    for async_scheduling in (False, True):
+        core = _core(async_scheduling)
+        first = _request("first", 64, 0.0, max_tokens=2)
+        alone = _request("alone", 64, 5.0, base=50_000)
+        core.add_request(first)
+        core.add_request(alone)
+        _steps(core)
+        assert first.finish_time < 5.0
+        assert alone.first_scheduled_time == 5.0
+
+
+def _kv_bound(async_scheduling: bool) -> tuple[SimRequest, SimRequest]:
+    """Room for one 1,000-token request and a short one that keeps decoding: the second long
+    one is admitted once the first's blocks free."""
+    core = _core(
+        async_scheduling, max_model_len=1024, kv_cache_memory_bytes=1100 * 114_688,
+        gpu_memory_utilization=0.1,
+    )  # fmt: skip
+    first = _request("first", 990, 0.0, max_tokens=5)
+    second = _request("second", 990, 0.0, base=50_000)
+    core.add_request(_request("short", 32, 0.0, max_tokens=40, base=90_000))
+    core.add_request(first)
+    core.add_request(second)
+    _steps(core)
+    return first, second
+
+
+def test_a_finished_request_frees_its_blocks_after_the_next_decision():
+    first, second = _kv_bound(False)
+    assert second.first_scheduled_time == first.finish_time
+    first, second = _kv_bound(True)
+    assert second.first_scheduled_time > first.finish_time  # one decode step of "short" later
