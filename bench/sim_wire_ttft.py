@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "sim"))
 
-from wire_ttft import GOAL_MS, measure, sim_process, summary
+from wire_ttft import GOAL_MS, client_itl, measure, sim_process, summary
 
 
 def main() -> None:
@@ -42,6 +42,8 @@ def main() -> None:
         f"{args.prompt_tokens}-token text prompts, {run.scrapes} scrapes of /metrics"
     )
     print("wire - reported TTFT (ms): " + "  ".join(f"{k} {v:.2f}" for k, v in figures.items()))
+    wire_itl, reported_itl = client_itl(run)
+    print(f"client ITL (ms): wire {wire_itl:.3f}, reported {reported_itl:.3f}")
     for key, goal in GOAL_MS.items():
         met = abs(figures[key]) <= goal
         print(f"goal {key} <= {goal:g} ms: {'met' if met else 'NOT met'} ({figures[key]:.2f} ms)")

@@ -13,6 +13,7 @@ Used by tests/integration/sim/test_sim_wire_ttft.py and bench/sim_wire_ttft.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import socket
@@ -36,16 +37,21 @@ MODEL = "Qwen/Qwen3-0.6B"
 GOAL_MS = {"p50": 1.0, "p99": 3.0}
 """Wire minus reported TTFT the simulator is built to stay within (issue 14, item 7)."""
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
+_TOKEN_EVENT = b"data: {"
+"""Every event of a completion but the final ``data: [DONE]`` carries one token."""
 _WORDS = [a + b + c for a in "bdfgklmnprst" for b in "aeiou" for c in "bdgklmnprstz"]
 """Three-letter words: the stand-in tokenizer makes one token of each, with its space."""
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One streamed request: the TTFT on the wire and the one the simulator reported."""
+    """One streamed request: the TTFT on the wire and the one the simulator reported, and
+    the gaps between its tokens on both."""
 
     wire: float
     reported: float
+    wire_itl: list[float]
+    reported_itl: list[float]
 
     @property
     def late(self) -> float:
@@ -147,22 +153,28 @@ class _Connection:
         ).encode()
         self.sock.sendall(head + body)
         sent = self._sent_at()
-        raw, first = b"", None
+        raw, arrivals = b"", []
         while not raw.endswith(b"\r\n0\r\n\r\n"):
             chunk, ancillary, _, _ = self.sock.recvmsg(1 << 16, 1024)
             if not chunk:
                 raise ConnectionError("the simulator closed the connection")
-            if first is None and b"data: " in raw[-8:] + chunk:
-                first = _kernel_time(ancillary)
-                assert first is not None, "no receive timestamp"
             raw += chunk
+            tokens = raw.count(_TOKEN_EVENT)
+            if tokens > len(arrivals):
+                stamp = _kernel_time(ancillary)
+                assert stamp is not None, "no receive timestamp"
+                arrivals += [stamp] * (tokens - len(arrivals))
         status, _, rest = raw.partition(b"\r\n")
         assert b" 200 " in status + b" ", f"status {status!r}"
         events = [e for e in _dechunk(rest.partition(b"\r\n\r\n")[2]).split(b"\n\n") if e]
         timings = json.loads(events[-2].removeprefix(b"data: "))["kvbench"]
-        assert first is not None, "no event"
+        due = timings["token_times"]
+        assert len(arrivals) == len(due) == max_tokens, "one event per token"
         return Sample(
-            wire=first - sent, reported=timings["first_token_time"] - timings["arrival_time"]
+            wire=arrivals[0] - sent,
+            reported=timings["first_token_time"] - timings["arrival_time"],
+            wire_itl=[b - a for a, b in itertools.pairwise(arrivals)],
+            reported_itl=[b - a for a, b in itertools.pairwise(due)],
         )
 
 
@@ -245,6 +257,14 @@ def measure(
         raise errors[0]
     total, count = _histogram(httpx.get(base + "/metrics").text)
     return Run(samples, total, count, scrapes[0])
+
+
+def client_itl(run: Run) -> tuple[float, float]:
+    """ITL as clients compute it, (last token - first token) / (tokens - 1) per request, then
+    averaged over requests, on the wire and as the simulator reported it, in ms."""
+    wire = statistics.mean(statistics.mean(s.wire_itl) for s in run.samples)
+    reported = statistics.mean(statistics.mean(s.reported_itl) for s in run.samples)
+    return wire * 1e3, reported * 1e3
 
 
 def summary(run: Run) -> dict[str, float]:
