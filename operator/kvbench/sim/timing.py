@@ -55,6 +55,7 @@ class GpuSpec(BaseModel):
 GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
+        GpuSpec(name="h200", memory_bytes=141 * 10**9, bandwidth=4.8e12, flops=989e12),
         GpuSpec(name="h100-80gb", memory_bytes=80 * GIB, bandwidth=3.35e12, flops=989e12),
         GpuSpec(name="a100-80gb", memory_bytes=80 * GIB, bandwidth=2.04e12, flops=312e12),
         GpuSpec(name="a100-40gb", memory_bytes=40 * GIB, bandwidth=1.56e12, flops=312e12),
