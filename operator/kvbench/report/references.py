@@ -18,7 +18,7 @@ from kvbench.api.base import SpecModel
 
 __all__ = [
     "REPRODUCES",
-    "Conditions",
+    "PublishedConditions",
     "PublishedPoint",
     "Reference",
     "ReferenceError",
@@ -34,7 +34,7 @@ class ReferenceError(ValueError):
     """A reference that cannot be found or read."""
 
 
-class Conditions(SpecModel):
+class PublishedConditions(SpecModel):
     """What the published measurement ran, in the words of its source."""
 
     model: str
@@ -67,7 +67,7 @@ class Reference(SpecModel):
 
     id: str = Field(..., min_length=1, max_length=128)
     source: str = Field(..., min_length=1, description="Article and section")
-    conditions: Conditions
+    conditions: PublishedConditions
     points: list[PublishedPoint] = Field(..., min_length=1)
 
 
