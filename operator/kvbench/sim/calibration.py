@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from kvbench.sim.config import SimConfig
 from kvbench.sim.factory import SimEngine, build_engine
-from kvbench.sim.replay import RunSummary, run_closed_loop, run_open_loop, summarize_replay
+from kvbench.sim.replay import ReplaySummary, run_closed_loop, run_open_loop, summarize_replay
 
 __all__ = ["SCENARIOS", "simulate"]
 
@@ -41,13 +41,13 @@ def _prompts(seed: int, n: int, length: int) -> list[list[int]]:
     return [[rng.randrange(1000, 150000) for _ in range(length)] for _ in range(n)]
 
 
-def _closed(conc: int, n: int, inp: int, out: int, **kw: object) -> RunSummary:
+def _closed(conc: int, n: int, inp: int, out: int, **kw: object) -> ReplaySummary:
     sim = _engine(**kw)
     done = run_closed_loop(sim.core, _prompts(conc, n, inp), concurrency=conc, max_tokens=out)
     return summarize_replay(done)
 
 
-def _sweep(conc: int, **kw: object) -> RunSummary:
+def _sweep(conc: int, **kw: object) -> ReplaySummary:
     """The 512/128 sweep: 4 x concurrency requests (at least 16)."""
     return _closed(conc, max(4 * conc, 16), 512, 128, **kw)
 
@@ -76,7 +76,7 @@ def concurrency_sweep() -> dict[str, float]:
     }
 
 
-def _max_num_seqs(full: RunSummary) -> dict[str, float]:
+def _max_num_seqs(full: ReplaySummary) -> dict[str, float]:
     capped = _sweep(64, max_num_seqs=16)
     return {
         "a000.seqs16.throughput-vs-seqs64": capped.output_throughput / full.output_throughput,

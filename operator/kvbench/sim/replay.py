@@ -17,11 +17,11 @@ from kvbench.loadgen.summary import percentile
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.request import SimRequest
 
-__all__ = ["RunSummary", "run_closed_loop", "run_open_loop", "summarize_replay"]
+__all__ = ["ReplaySummary", "run_closed_loop", "run_open_loop", "summarize_replay"]
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class ReplaySummary:
     """What a benchmark client would report, in virtual seconds."""
 
     num_requests: int
@@ -146,7 +146,7 @@ def _percentile(values: list[float], q: float) -> float:
     return percentile(sorted(values), q) if values else 0.0
 
 
-def summarize_replay(requests: list[SimRequest]) -> RunSummary:
+def summarize_replay(requests: list[SimRequest]) -> ReplaySummary:
     """Throughput and latency figures of finished requests, like a load generator's (the same
     percentile definition as `kvbench.loadgen.summary`)."""
     finished = [r for r in requests if r.finish_time is not None and r.token_times]
@@ -156,7 +156,7 @@ def summarize_replay(requests: list[SimRequest]) -> RunSummary:
     itls = [b - a for r in finished for a, b in zip(r.token_times, r.token_times[1:], strict=False)]
     tokens = sum(r.num_output_tokens for r in finished)
     duration = end - start  # type: ignore[operator]
-    return RunSummary(
+    return ReplaySummary(
         num_requests=len(finished),
         duration=duration,
         output_throughput=tokens / duration,

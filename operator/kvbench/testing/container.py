@@ -20,7 +20,7 @@ import httpx
 
 from kvbench.procs import set_parent_death_signal
 from kvbench.testing.images import UnknownImageError, local_argv
-from kvbench.testing.kubeapi import ApiError
+from kvbench.testing.kubeapi import KubeApiError
 from kvbench.testing.podenv import ContainerConfigError, expand
 from kvbench.testing.probes import ProbeLoop
 from kvbench.testing.volumes import Mount, wrap_in_namespace
@@ -114,7 +114,7 @@ class ContainerRunner:
                 self._waiting_on_error("ErrImagePull", str(err))
                 await self._sleep(None)
                 continue
-            except (ContainerConfigError, ApiError, httpx.HTTPError) as err:
+            except (ContainerConfigError, KubeApiError, httpx.HTTPError) as err:
                 self._waiting_on_error("CreateContainerConfigError", str(err))
                 await self._sleep(2.0)
                 continue

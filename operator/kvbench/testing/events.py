@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from kvbench.testing.container import now_rfc3339
-from kvbench.testing.kubeapi import ApiError, KubeApi
+from kvbench.testing.kubeapi import KubeApi, KubeApiError
 
 __all__ = ["EventRecorder"]
 
@@ -63,5 +63,5 @@ class EventRecorder:
         }
         try:
             await self.api.create(f"/api/v1/namespaces/{meta['namespace']}/events", event)
-        except (ApiError, OSError, httpx.HTTPError) as err:
+        except (KubeApiError, OSError, httpx.HTTPError) as err:
             log.debug("event %s for %s: %s", reason, meta["name"], err)

@@ -16,13 +16,13 @@ import httpx
 
 from kvbench.testing.controlplane import ApiAccess
 
-__all__ = ["ApiError", "KubeApi", "Reflector"]
+__all__ = ["KubeApi", "KubeApiError", "Reflector"]
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
-class ApiError(Exception):
+class KubeApiError(Exception):
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"HTTP {status}: {body[:500]}")
         self.status = status
@@ -45,7 +45,7 @@ class KubeApi:
     async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Obj:
         response = await self.client.request(method, path, json=body, **kw)
         if response.status_code >= 400:
-            raise ApiError(response.status_code, response.text)
+            raise KubeApiError(response.status_code, response.text)
         return response.json()
 
     async def get(self, path: str, **params: Any) -> Obj:
@@ -96,7 +96,7 @@ class Reflector:
                 version = await self._relist()
                 self.synced.set()
                 await self._watch(version)
-            except (httpx.HTTPError, ApiError, json.JSONDecodeError) as err:
+            except (httpx.HTTPError, KubeApiError, json.JSONDecodeError) as err:
                 log.warning("reflector %s: %s; relisting", self.path, err)
                 await asyncio.sleep(1.0)
 
@@ -129,7 +129,7 @@ class Reflector:
         }
         async with self.api.client.stream("GET", self.path, params=params) as response:
             if response.status_code >= 400:
-                raise ApiError(response.status_code, (await response.aread()).decode())
+                raise KubeApiError(response.status_code, (await response.aread()).decode())
             async for line in response.aiter_lines():
                 if not line:
                     continue

@@ -25,7 +25,7 @@ from kvbench.testing.config import AgentConfig, PlacedNode
 from kvbench.testing.container import ContainerRunner
 from kvbench.testing.dns import hosts_file
 from kvbench.testing.events import EventRecorder
-from kvbench.testing.kubeapi import ApiError, KubeApi, Reflector
+from kvbench.testing.kubeapi import KubeApi, KubeApiError, Reflector
 from kvbench.testing.kubeletapi import KubeletApi
 from kvbench.testing.nodes import heartbeat, register_node
 from kvbench.testing.podrunner import AgentContext, PodRunner, pod_directory
@@ -88,7 +88,7 @@ class NodeAgent:
         scope = f"/namespaces/{namespace}" if namespace else ""
         try:
             return await self.api.get(f"/api/v1{scope}/{kind}/{name}")
-        except ApiError as err:
+        except KubeApiError as err:
             if err.status == 404:
                 return None
             raise
@@ -225,7 +225,7 @@ class NodeAgent:
             try:
                 await self.api.delete(path, body)
                 return
-            except ApiError as err:
+            except KubeApiError as err:
                 if err.status in (404, 409):  # gone already, or another pod by that name
                     return
                 log.warning("deleting pod %s: %s", meta["name"], err)

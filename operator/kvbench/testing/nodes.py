@@ -15,7 +15,7 @@ import httpx
 
 from kvbench.testing.config import PlacedNode
 from kvbench.testing.container import now_rfc3339
-from kvbench.testing.kubeapi import ApiError, KubeApi
+from kvbench.testing.kubeapi import KubeApi, KubeApiError
 
 __all__ = ["HEARTBEAT_SECONDS", "heartbeat", "node_object", "register_node"]
 
@@ -86,7 +86,7 @@ async def register_node(api: KubeApi, node: PlacedNode, kubelet_port: int) -> No
     body = node_object(node, kubelet_port)
     try:
         await api.create("/api/v1/nodes", body)
-    except ApiError as err:
+    except KubeApiError as err:
         if err.status != 409:
             raise
         await api.patch(f"/api/v1/nodes/{node.name}", {"metadata": body["metadata"],
@@ -104,7 +104,7 @@ async def _renew_lease(api: KubeApi, node: str) -> None:
             "renewTime": _micro_time()}  # fmt: skip
     try:
         await api.patch(f"{path}/{node}", {"spec": spec}, strategic=False)
-    except ApiError as err:
+    except KubeApiError as err:
         if err.status != 404:
             raise
         await api.create(path, {"metadata": {"name": node, "namespace": "kube-node-lease"},
@@ -120,6 +120,6 @@ async def heartbeat(api: KubeApi, nodes: list[PlacedNode]) -> None:
                 await _renew_lease(api, node.name)
                 await api.patch(f"/api/v1/nodes/{node.name}/status",
                                 {"status": {"conditions": _conditions(since)}})  # fmt: skip
-            except (ApiError, OSError, httpx.HTTPError) as err:
+            except (KubeApiError, OSError, httpx.HTTPError) as err:
                 log.warning("heartbeat of %s: %s", node.name, err)
         await asyncio.sleep(HEARTBEAT_SECONDS)

@@ -20,7 +20,7 @@ import httpx
 
 from kvbench.testing.container import ContainerRunner, LaunchSpec, now_rfc3339
 from kvbench.testing.events import EventRecorder
-from kvbench.testing.kubeapi import ApiError, KubeApi
+from kvbench.testing.kubeapi import KubeApi, KubeApiError
 from kvbench.testing.podenv import Fetch, resolve_env
 from kvbench.testing.volumes import Mount, MountPoints, materialize_volumes, mounts_for
 
@@ -171,7 +171,7 @@ class PodRunner:
         writer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await writer
-        with contextlib.suppress(ApiError, OSError, httpx.HTTPError):
+        with contextlib.suppress(KubeApiError, OSError, httpx.HTTPError):
             await self._write_status()
 
     async def stop(self, grace: float) -> None:
@@ -234,7 +234,7 @@ class PodRunner:
             self._dirty.clear()
             try:
                 await self._write_status()
-            except ApiError as err:
+            except KubeApiError as err:
                 if err.status == 404:
                     return
                 log.warning("status of %s: %s", self.path, err)

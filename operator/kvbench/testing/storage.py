@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from kvbench.testing.kubeapi import ApiError, KubeApi
+from kvbench.testing.kubeapi import KubeApi, KubeApiError
 
 __all__ = ["PROVISIONER", "LocalProvisioner", "volume_for"]
 
@@ -65,7 +65,7 @@ class LocalProvisioner:
         path.mkdir(parents=True, exist_ok=True)
         try:
             await self.api.create("/api/v1/persistentvolumes", volume_for(claim, path))
-        except ApiError as err:
+        except KubeApiError as err:
             if err.status != 409:  # 409: made on an earlier event already
                 raise
             return
