@@ -128,7 +128,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
     assert fetched.returncode == 0, fetched.stderr
     from_directory = _kvbench(cluster, "report", directory)
     assert from_directory.returncode == 0, from_directory.stderr
-    tables = lambda out: out.split("Hit rate", 1)[1].split("plot:")[0]  # noqa: E731
+    tables = lambda out: out.split("Hit rate", 1)[1].split("written:")[0]  # noqa: E731
     assert tables(from_cluster.stdout) == tables(from_directory.stdout)
 
 
