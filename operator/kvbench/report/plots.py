@@ -6,11 +6,15 @@ curves; published figures, where a reference has them, are drawn as black crosse
 
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvbench.api import AggregatePoint
 from kvbench.report.references import Reference
 
-__all__ = ["plot_hit_rates", "plot_ttft", "series_styles"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["hit_rate_figure", "plot_hit_rates", "plot_ttft", "series_styles", "ttft_figure"]
 
 _COLOURS = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -53,11 +57,16 @@ def _save(figure, path: Path) -> Path:
 
 
 def plot_hit_rates(
-    points: list[AggregatePoint],
-    path: Path,
-    title: str,
-    reference: Reference | None = None,
+    points: list[AggregatePoint], path: Path, title: str, reference: Reference | None = None
 ) -> Path | None:
+    """`hit_rate_figure` written to `path` as a PNG; None when there is nothing to plot."""
+    figure = hit_rate_figure(points, title, reference)
+    return None if figure is None else _save(figure, path)
+
+
+def hit_rate_figure(
+    points: list[AggregatePoint], title: str, reference: Reference | None = None
+) -> "Figure | None":
     """Hit rate against distinct prefixes, one line per arm x variant x concurrency (the
     request hit rate; the token hit rate where the front end reports no cached tokens), the
     capacity model and the affinity bound, and the published points. None when the
@@ -110,7 +119,7 @@ def plot_hit_rates(
     axes.set_ylim(0, 105)
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    return _save(figure, path)
+    return figure
 
 
 def _published(reference: Reference | None, field: str) -> list[tuple[int, list[int], list[float]]]:
@@ -135,6 +144,17 @@ def plot_ttft(
     title: str,
     reference: Reference | None = None,
 ) -> Path | None:
+    """`ttft_figure` written to `path` as a PNG; None without samples."""
+    figure = ttft_figure(samples, clock, title, reference)
+    return None if figure is None else _save(figure, path)
+
+
+def ttft_figure(
+    samples: dict[tuple[int, str], list[float]],
+    clock: str,
+    title: str,
+    reference: Reference | None = None,
+) -> "Figure | None":
     """Empirical CDFs of TTFT, one panel per concurrency, one curve per label in it (arm /
     variant / prefixes); published medians and p99s as crosses at 0.5 and 0.99. `samples`
     is keyed by (concurrency, label). None without samples."""
@@ -166,7 +186,7 @@ def plot_ttft(
         axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1))
     panels[0][0].set_title(title, fontsize="medium")
     panels[-1][0].set_xlabel(f"TTFT ({clock} ms, log scale)")
-    return _save(figure, path)
+    return figure
 
 
 def _published_ttft(axes, reference: Reference | None, conc: int, colours: dict[str, str]) -> None:
