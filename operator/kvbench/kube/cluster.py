@@ -496,7 +496,7 @@ class KubernetesCluster(Cluster):
                 for w in workers
             }
         manifests = router_objects(
-            self.exp, arm.router, arm.name, names, [w.base_url for w in workers], sources
+            self.exp, arm.router, names, [w.base_url for w in workers], sources
         )
         for manifest in manifests:
             await self._call(self.objects.apply, manifest)

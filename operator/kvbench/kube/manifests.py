@@ -319,7 +319,6 @@ def worker_objects(
 def router_objects(
     exp: ExperimentRef,
     arm: RouterArm,
-    arm_name: str,
     names: ChildNames,
     worker_urls: list[str],
     kv_event_sources: dict[str, str],

@@ -61,7 +61,7 @@ def _operator_pods(on_cluster: bool, cache: dict[str, Any] | None = None) -> lis
         m
         for arm in spec.routing
         if arm.router is not None
-        for m in router_objects(ref, arm.router, arm.name, names, urls, events)
+        for m in router_objects(ref, arm.router, names, urls, events)
     ]
     everything = [
         *worker_objects(ref, spec, "default", spec.engine),
