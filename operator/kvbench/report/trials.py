@@ -35,7 +35,6 @@ class Trials(BaseModel):
     restarted: int = 0
     preemptions: float | None = None
     itl_max: float | None = None
-    digests: list[str | None] = []
 
     def counts(self) -> dict[str, int]:
         """Flagged trials per mark."""
@@ -64,7 +63,6 @@ def group_trials(records: list[RunRecord]) -> dict[GroupKey, Trials]:
             restarted=sum(1 for r in runs if any((p.restart_count or 0) > 0 for p in r.pods)),
             preemptions=_median([sum(p.preemptions for p in r.pods) for r in runs if r.pods]),
             itl_max=_median([r.summary.itl_max for r in runs if r.summary.itl_max is not None]),
-            digests=[r.digest for r in sorted(runs, key=lambda r: r.trial)],
         )
         for key, runs in groups.items()
     }
