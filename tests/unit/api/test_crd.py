@@ -13,7 +13,9 @@ from kvbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_FILE = ROOT / "crds" / "benchmarkexperiments.kvbench.io.yaml"
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml")) + sorted(
+    (ROOT / "bench" / "experiments").glob("*.yaml")
+)
 
 
 def _schema() -> dict[str, Any]:

@@ -12,7 +12,9 @@ from kvbench.cli import main
 from kvbench.plan import plan_experiment, points_of, sequence_seed
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml")) + sorted(
+    (ROOT / "bench" / "experiments").glob("*.yaml")
+)
 KV_AWARE = ROOT / "examples" / "prefix-cache-kv-aware.yaml"
 
 
