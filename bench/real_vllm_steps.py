@@ -11,9 +11,10 @@ arrival, and the whole /metrics page before and after each window.
 Here, ``--compare FILE`` replays the same prompts on the simulator (``roofline:h200`` and
 article 000's ``qwen3-1.7b-8gb``) and prints, per run, the engine steps
 (``vllm:iteration_tokens_total`` observations on the real side), preemptions, the prefix
-cache's queries and hits (counted at every lookup, as vLLM 0.25 does), the duration and the time per step. The client here opens one
-connection per request from one Python process; its throughput is lower than `kvbench
-loadgen`'s, but the step counts do not depend on the client.
+cache's queries and hits (counted at every lookup, as vLLM 0.25 does), the duration and
+the time per step. The client here opens one connection per request from one Python
+process; its throughput is lower than `kvbench loadgen`'s, but the step counts do not
+depend on the client.
 
     python bench/real_vllm_steps.py --real OUT --model-dir /tmp/models
     .venv/bin/python bench/real_vllm_steps.py --compare OUT/steps.json.gz
@@ -187,7 +188,7 @@ def _sim_row(run: dict, profile: str) -> dict[str, float]:
 def compare(path: Path) -> None:
     with gzip.open(path, "rt") as f:
         runs = json.load(f)
-    print(f"{'run':<8} {'side':<16} {'steps':>6} {'preempt':>7} {'queries':>8} {'hits':>5} "
+    print(f"{'run':<8} {'side':<18} {'steps':>6} {'preempt':>7} {'queries':>8} {'hits':>5} "
           f"{'seconds':>8} {'ms/step':>8} {'tok/s':>7}")  # fmt: skip
     for run in runs:
         name = f"c{run['concurrency']}.t{run['trial']}"
@@ -195,7 +196,7 @@ def compare(path: Path) -> None:
         for profile in ("roofline:h200", "qwen3-1.7b-8gb"):
             rows[f"sim {profile}"] = _sim_row(run, profile)
         for side, r in rows.items():
-            print(f"{name:<8} {side:<16} {r['steps']:>6.0f} {r['preemptions']:>7.0f} "
+            print(f"{name:<8} {side:<18} {r['steps']:>6.0f} {r['preemptions']:>7.0f} "
                   f"{r['queries']:>8.0f} {r['hits']:>5.0f} {r['seconds']:>8.2f} "
                   f"{1000 * r['seconds'] / r['steps']:>8.2f} "
                   f"{r['tokens'] / r['seconds']:>7,.0f}")  # fmt: skip
