@@ -25,9 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import itertools
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -151,7 +153,12 @@ def _real_row(run: dict) -> dict[str, float]:
     }
 
 
-def _sim_row(run: dict, profile: str) -> dict[str, float]:
+Step = tuple[float, int, int]
+"""One engine step: (seconds, scheduled tokens, scheduled requests)."""
+
+
+def _simulate(run: dict, profile: str) -> tuple[dict[str, float], list[Step]]:
+    """The run's prompts on the simulator: its row, and every step of the window."""
     from kvbench.sim import SimConfig, build_engine
     from kvbench.sim.engine import StepResult
     from kvbench.sim.replay import run_closed_loop
@@ -164,42 +171,87 @@ def _sim_row(run: dict, profile: str) -> dict[str, float]:
     run_closed_loop(core, [[7] * PROMPT, [8] * PROMPT], concurrency=WARMUP, max_tokens=OUTPUT)
     queries, hits = core.kv.stats.queries, core.kv.stats.hits
     preemptions, began = core.scheduler.num_preemptions, core.clock
-    steps = 0
+    steps: list[Step] = []
     step = core.step
 
     def counted_step() -> StepResult | None:
-        nonlocal steps
         result = step()
-        steps += result is not None and result.num_tokens > 0
+        if result is not None and result.num_tokens > 0:
+            steps.append((result.end - result.start, result.num_tokens, result.num_requests))
         return result
 
     core.step = counted_step  # type: ignore[method-assign]
     done = run_closed_loop(core, run["prompts"], concurrency=run["concurrency"], max_tokens=OUTPUT)
-    return {
-        "steps": steps,
+    row = {
+        "steps": len(steps),
         "preemptions": core.scheduler.num_preemptions - preemptions,
         "queries": core.kv.stats.queries - queries,
         "hits": core.kv.stats.hits - hits,
         "seconds": max(r.finish_time for r in done) - began,
         "tokens": sum(r.num_output_tokens for r in done),
     }
+    return row, steps
 
 
-def compare(path: Path) -> None:
+def _traced_steps(run: dict, trace: list[list[float]]) -> list[Step]:
+    """The real steps of the run's window from the plugin's trace: the time between two
+    `update_from_output` calls is the later step's."""
+    inside = [t for t in trace if run["began"] <= t[0] <= run["ended"]]
+    return [(b[0] - a[0], int(b[1]), int(b[2])) for a, b in itertools.pairwise(inside)]
+
+
+def _kinds(steps: list[Step]) -> dict[str, list[Step]]:
+    kinds: dict[str, list[Step]] = {"decode": [], "mixed": [], "full chunk": []}
+    budget = ENGINE["max_num_batched_tokens"]
+    for step in steps:
+        _, tokens, requests = step
+        kind = (
+            "decode" if tokens == requests else "full chunk" if tokens >= budget - 48 else "mixed"
+        )
+        kinds[kind].append(step)
+    return kinds
+
+
+def _print_kinds(name: str, side: str, steps: list[Step]) -> None:
+    kinds = _kinds(steps)
+    decode_median = statistics.median(s[0] for s in kinds["decode"])
+    for kind, group in kinds.items():
+        if not group:
+            continue
+        times = [s[0] for s in group]
+        stalls = sum(1 for t in times if t > 5 * decode_median) if kind == "decode" else 0
+        print(f"{name:<8} {side:<18} {kind:<10} {len(group):>5} "
+              f"{1000 * statistics.median(times):>7.2f} {1000 * statistics.mean(times):>7.2f} "
+              f"{statistics.mean(s[2] for s in group):>6.1f} {sum(times):>7.2f} "
+              f"{stalls if kind == 'decode' else '':>6}")  # fmt: skip
+
+
+def compare(path: Path, trace_path: Path | None = None) -> None:
     with gzip.open(path, "rt") as f:
         runs = json.load(f)
     print(f"{'run':<8} {'side':<18} {'steps':>6} {'preempt':>7} {'queries':>8} {'hits':>5} "
           f"{'seconds':>8} {'ms/step':>8} {'tok/s':>7}")  # fmt: skip
+    simulated: dict[tuple[str, str], list[Step]] = {}
     for run in runs:
         name = f"c{run['concurrency']}.t{run['trial']}"
         rows = {"real vLLM": _real_row(run)}
         for profile in ("roofline:h200", "qwen3-1.7b-8gb"):
-            rows[f"sim {profile}"] = _sim_row(run, profile)
+            rows[f"sim {profile}"], simulated[(name, profile)] = _simulate(run, profile)
         for side, r in rows.items():
             print(f"{name:<8} {side:<18} {r['steps']:>6.0f} {r['preemptions']:>7.0f} "
                   f"{r['queries']:>8.0f} {r['hits']:>5.0f} {r['seconds']:>8.2f} "
                   f"{1000 * r['seconds'] / r['steps']:>8.2f} "
                   f"{r['tokens'] / r['seconds']:>7,.0f}")  # fmt: skip
+    if trace_path is None:
+        return
+    trace = [[float(x) for x in line.split("\t")] for line in trace_path.read_text().splitlines()]
+    print(f"\nsteps by kind (stalls: decode steps over 5 x the median decode step)\n"
+          f"{'run':<8} {'side':<18} {'kind':<10} {'steps':>5} {'p50 ms':>7} {'mean ms':>7} "
+          f"{'reqs':>6} {'total s':>7} {'stalls':>6}")  # fmt: skip
+    for run in runs:
+        name = f"c{run['concurrency']}.t{run['trial']}"
+        _print_kinds(name, "real vLLM (traced)", _traced_steps(run, trace))
+        _print_kinds(name, "sim roofline:h200", simulated[(name, "roofline:h200")])
 
 
 def main() -> None:
@@ -208,11 +260,15 @@ def main() -> None:
     side.add_argument("--real", type=Path, metavar="OUT", help="run real vLLM, write OUT/")
     side.add_argument("--compare", type=Path, metavar="FILE", help="steps.json.gz to replay")
     parser.add_argument("--model-dir", type=Path, default=Path("/tmp/models"))
+    parser.add_argument(
+        "--trace", type=Path, metavar="TSV",
+        help="with --compare: the steptrace plugin's file of the same server, for steps by kind",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.real:
         run_real(args.real, args.model_dir)
     else:
-        compare(args.compare)
+        compare(args.compare, args.trace)
 
 
 if __name__ == "__main__":
