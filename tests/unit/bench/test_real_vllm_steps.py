@@ -49,3 +49,37 @@ def test_compare_reads_metric_deltas_and_replays_the_prompts(tmp_path: Path) -> 
         assert (preemptions, queries, hits) == ("0", "2048", "496"), side
         assert int(steps) >= 128 and float(seconds) > 0
         assert int(tok_s.replace(",", "")) == pytest.approx(512 / float(seconds), rel=0.01)
+
+
+def test_trace_steps_by_kind_count_stalled_decode_steps(tmp_path: Path) -> None:
+    """The plugin's trace, cut to the window: a step's time is the gap before its line; a
+    decode step over 5 x the median decode step is a stall."""
+    prompts = [[1000 + i] * 512 for i in range(2)]
+    run = {
+        "concurrency": 2, "trial": 1, "prompts": prompts, "began": 100.0, "ended": 101.0,
+        "requests": [{"sent": 100.0, "tokens": [100.5] * 128} for _ in prompts],
+        "before": _page(0, 0, 0, 0), "after": _page(13, 0, 1024, 0),
+    }  # fmt: skip
+    gaps = [0.003] * 10 + [0.030] + [0.020, 0.020]
+    kinds = [(2, 2)] * 11 + [(2048, 2)] * 2
+    times = [99.0, 100.1]  # the first line is before the window
+    for gap in gaps:
+        times.append(times[-1] + gap)
+    lines = [f"{times[0]}\t2\t2\t2\t0\t0"] + [
+        f"{t:.6f}\t{tok}\t{reqs}\t0\t0\t0"
+        for t, (tok, reqs) in zip(times[1:], [(2, 2), *kinds], strict=True)
+    ]
+    trace = tmp_path / "steptrace-1.tsv"
+    trace.write_text("\n".join(lines) + "\n")
+    path = tmp_path / "steps.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump([run], f)
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--compare", str(path), "--trace", str(trace)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    ).stdout  # fmt: skip
+    real = [line.split() for line in out.splitlines() if "(traced)" in line]
+    assert [f[4] for f in real] == ["decode", "full"]
+    decode, full = real
+    assert decode[5:] == ["11", "3.00", "5.45", "2.0", "0.06", "1"]
+    assert full[6:] == ["2", "20.00", "20.00", "2.0", "0.04"]
