@@ -14,7 +14,7 @@ from kvbench.cli import main
 ROOT = Path(__file__).resolve().parents[3]
 CRD_FILE = ROOT / "crds" / "benchmarkexperiments.kvbench.io.yaml"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml")) + sorted(
-    (ROOT / "bench" / "experiments").glob("*.yaml")
+    (ROOT / "bench" / "real-vllm-experiments").glob("*.yaml")
 )
 
 

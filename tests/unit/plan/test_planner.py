@@ -13,7 +13,7 @@ from kvbench.plan import plan_experiment, points_of, sequence_seed
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml")) + sorted(
-    (ROOT / "bench" / "experiments").glob("*.yaml")
+    (ROOT / "bench" / "real-vllm-experiments").glob("*.yaml")
 )
 KV_AWARE = ROOT / "examples" / "prefix-cache-kv-aware.yaml"
 
