@@ -37,8 +37,6 @@ class WorkerCounters(BaseModel):
     requests_total: float = 0.0
     inflight_requests: float = 0.0
     preemptions_total: float = 0.0
-    requests_running: float = 0.0
-    requests_waiting: float = 0.0
     kv_cache_usage: float = 0.0
     ttft_count: float = 0.0
     ttft_sum_seconds: float = 0.0
@@ -73,8 +71,6 @@ def parse_worker_metrics(text: str) -> WorkerCounters:
         requests_total=values.get("dynamo_component_requests_total", 0.0),
         inflight_requests=values.get("dynamo_component_inflight_requests", 0.0),
         preemptions_total=values.get("vllm:num_preemptions_total", 0.0),
-        requests_running=values.get("vllm:num_requests_running", 0.0),
-        requests_waiting=values.get("vllm:num_requests_waiting", 0.0),
         kv_cache_usage=values.get("vllm:kv_cache_usage_perc", 0.0),
         ttft_count=values.get("vllm:time_to_first_token_seconds_count", 0.0),
         ttft_sum_seconds=values.get("vllm:time_to_first_token_seconds_sum", 0.0),
