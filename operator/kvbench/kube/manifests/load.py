@@ -1,0 +1,160 @@
+"""The load generator of one run attempt: its config, result ConfigMaps, access, and Job."""
+
+from typing import Any
+
+from kvbench.api import ExperimentSpec
+from kvbench.kube.manifests.common import (
+    GPU_PRESENT,
+    LABEL_ATTEMPT,
+    LABEL_RUN,
+    ExperimentRef,
+    Manifest,
+    container_security,
+    kube_name,
+    placement,
+    pod_security,
+    resources,
+    tmp_mount,
+    tmp_volume,
+)
+from kvbench.loadgen.config import RunConfig
+from kvbench.runner.cluster.base import ChildNames
+
+
+def _gpu_free_affinity() -> dict[str, Any]:
+    """Never on a GPU node (as GPU feature discovery labels them): the client must not
+    compete with the servers it measures."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": GPU_PRESENT, "operator": "NotIn", "values": ["true"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+
+
+def load_objects(
+    exp: ExperimentRef, names: ChildNames, config: RunConfig, result_names: list[str]
+) -> list[Manifest]:
+    """What one attempt's load generator needs before its Job: its run config, empty result
+    ConfigMaps, and a Role that lets it write exactly those."""
+    extra = {LABEL_RUN: str(names.index), LABEL_ATTEMPT: str(names.attempt)}
+    config_map: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": exp.metadata(kube_name(names.prefix, "config"), "loadgen", **extra),
+        "data": {"run.json": config.model_dump_json(indent=1)},
+    }
+    results = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": exp.metadata(name, "results", **extra),
+        }
+        for name in result_names
+    ]
+    role_name = kube_name(names.prefix, "loadgen")
+    access = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": exp.metadata(exp.load_account, "loadgen"),
+            "automountServiceAccountToken": False,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": exp.metadata(role_name, "loadgen", **extra),
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
+                    "resourceNames": list(result_names),
+                    "verbs": ["get", "update", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": exp.metadata(role_name, "loadgen", **extra),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": role_name,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": exp.load_account, "namespace": exp.namespace}
+            ],
+        },
+    ]
+    return [config_map, *results, *access]
+
+
+def load_job(
+    exp: ExperimentRef,
+    spec: ExperimentSpec,
+    names: ChildNames,
+    result_names: list[str],
+) -> Manifest:
+    """The attempt's Job: `kvbench loadgen` on a GPU-less node, its result written into the
+    result ConfigMaps the moment it ends, whoever watches."""
+    generator = spec.load_generator
+    pod_placement = placement(generator)
+    if "affinity" not in pod_placement:
+        pod_placement["affinity"] = _gpu_free_affinity()
+    extra = {LABEL_RUN: str(names.index), LABEL_ATTEMPT: str(names.attempt)}
+    out = f"{exp.namespace}/" + ",".join(result_names)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": exp.metadata(names.load, "loadgen", **extra),
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": int(spec.timeouts.run_seconds),
+            "template": {
+                "metadata": {"labels": exp.labels("loadgen", **extra)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": exp.load_account,
+                    "automountServiceAccountToken": True,
+                    "enableServiceLinks": False,
+                    "securityContext": pod_security(),
+                    "containers": [
+                        {
+                            "name": "loadgen",
+                            "image": generator.image or exp.image,
+                            "command": ["kvbench", "loadgen"],
+                            "args": ["--config", "/config/run.json", "--out-configmaps", out],
+                            "env": [
+                                {
+                                    "name": "POD_UID",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}},
+                                }
+                            ],
+                            "resources": resources(generator.resources),
+                            "securityContext": container_security(read_only_root=True),
+                            "volumeMounts": [
+                                {"name": "config", "mountPath": "/config", "readOnly": True},
+                                tmp_mount(),
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        tmp_volume(),
+                        {
+                            "name": "config",
+                            "configMap": {"name": kube_name(names.prefix, "config")},
+                        },
+                    ],
+                    **pod_placement,
+                },
+            },
+        },
+    }
