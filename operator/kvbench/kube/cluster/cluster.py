@@ -1,0 +1,136 @@
+"""The Kubernetes back end: vLLM pods on GPU nodes, routers and load-generator Jobs.
+
+Split by concern as the local back end is: `workers` (fresh pods per run, waited for
+through a watch), `arms` (the Service, a router, affinity, external), `load` (a Job per
+attempt that writes its result into ConfigMaps, so the result is on the cluster the moment
+the Job ends, whoever watches) and `preflight` (what cannot run, free GPUs). Everything is
+found again by label after an operator restart: nothing the runner relies on lives only in
+this process.
+"""
+
+import kubernetes
+
+from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
+from kvbench.kube.cluster.api import KubeApi
+from kvbench.kube.cluster.arms import KubeArms
+from kvbench.kube.cluster.load import LoadJobs
+from kvbench.kube.cluster.preflight import kube_problems
+from kvbench.kube.cluster.workers import WorkerPods
+from kvbench.kube.manifests import ExperimentRef
+from kvbench.kube.objects import selector_string
+from kvbench.loadgen.config import RunConfig
+from kvbench.runner.cluster.base import (
+    ArmEndpoint,
+    ChildNames,
+    Cluster,
+    LoadState,
+    WorkerInfo,
+)
+from kvbench.runner.cluster.caches import reset_prefix_caches
+
+__all__ = ["KubernetesCluster"]
+
+
+class KubernetesCluster(Cluster):
+    """One experiment's children in one namespace, through `client` (the operator's)."""
+
+    def __init__(self, client: kubernetes.client.ApiClient, experiment: ExperimentRef) -> None:
+        self.exp = experiment
+        self.api = KubeApi(client, experiment.namespace)
+        self.workers = WorkerPods(self.api, experiment)
+        self.arms = KubeArms(self.api, experiment)
+        self.load = LoadJobs(self.api, experiment)
+
+    def problems(self, spec: ExperimentSpec) -> list[str]:
+        return kube_problems(spec)
+
+    def uses_simulator(self, spec: ExperimentSpec) -> bool:
+        return spec.simulator.on_cluster
+
+    async def recover(self, keep: ChildNames | None) -> None:
+        def spare(kind: str, name: str) -> bool:
+            return keep is not None and name.startswith(keep.prefix)
+
+        namespace, objects = self.exp.namespace, self.api.objects
+        await self.api.call(
+            objects.delete_labelled,
+            namespace,
+            self.exp.selector("router"),
+            ("Deployment", "Service"),
+            spare,
+        )
+        jobs = await self.api.call(
+            self.api.batch.list_namespaced_job,
+            namespace,
+            label_selector=selector_string(self.exp.selector("loadgen")),
+        )
+        for job in jobs.items:  # finished ones stay for the teardown (cleanup.keepJobs)
+            finished = any(
+                c.type in ("Complete", "Failed") and c.status == "True"
+                for c in job.status.conditions or []
+            )
+            if not finished and not spare("Job", job.metadata.name):
+                await self.api.call(objects.delete, "Job", job.metadata.name, namespace)
+        if keep is None:
+            await self.api.call(
+                objects.delete_labelled, namespace, self.exp.selector("worker"), ("StatefulSet",)
+            )
+
+    async def start_workers(
+        self,
+        spec: ExperimentSpec,
+        variant: str,
+        engine: EngineSpec,
+        arm: RoutingArm,
+        names: ChildNames,
+    ) -> list[WorkerInfo]:
+        if arm.external is not None:
+            return await self.workers.external(arm)
+        return await self.workers.start(spec, variant, engine)
+
+    async def reset_caches(self, workers: list[WorkerInfo]) -> None:
+        await reset_prefix_caches(workers)
+
+    async def open_arm(
+        self, spec: ExperimentSpec, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames
+    ) -> ArmEndpoint:
+        return await self.arms.open(spec, arm, workers, names)
+
+    async def close_arm(self) -> None:
+        await self.arms.close()
+
+    async def start_load(self, spec: ExperimentSpec, config: RunConfig, names: ChildNames) -> None:
+        await self.load.start(spec, config, names)
+
+    async def load_state(self, names: ChildNames) -> LoadState:
+        return await self.load.state(names)
+
+    async def wait_load(self, names: ChildNames, timeout: float) -> bytes:
+        return await self.load.wait(names, timeout)
+
+    async def release_load(self, names: ChildNames, keep: bool) -> None:
+        await self.load.release(names, keep)
+
+    async def check_workers(self, workers: list[WorkerInfo]) -> list[str]:
+        return await self.workers.check(workers)
+
+    async def worker_logs(self, worker: WorkerInfo) -> str:
+        return await self.workers.logs(worker)
+
+    async def detach(self) -> None:
+        self.arms.opened = None
+
+    async def teardown(self, cleanup: Cleanup) -> None:
+        namespace = self.exp.namespace
+        delete = self.api.objects.delete_labelled
+        await self.api.call(
+            delete, namespace, self.exp.selector("router"), ("Deployment", "Service")
+        )
+        kinds = ("ConfigMap", "RoleBinding", "Role", "ServiceAccount")
+        if not cleanup.keep_jobs:
+            kinds = ("Job", *kinds)
+        await self.api.call(delete, namespace, self.exp.selector("loadgen"), kinds)
+        if not cleanup.keep_workers:
+            await self.api.call(delete, namespace, self.exp.selector("worker"), ("StatefulSet",))
+            for component in ("workers", "service"):
+                await self.api.call(delete, namespace, self.exp.selector(component), ("Service",))
