@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # kvbench: the operator, the load generator and the simulator in one image (`kvbench operator`,
-# `kvbench loadgen`, `kvbench sim`). docs/image.md says how to build and run it.
+# `kvbench loadgen`, `kvbench sim`), the default target. docs/image.md says how to build and run
+# it. `--target router` builds the router arms' image instead: vllm-router's Python launcher
+# from the pinned wheel (docs/operator.md, "Router image", says why not upstream's image).
 #
 # The base is pinned by its exact dated tag, which Docker Hub serves to a `docker build`. The
 # tests, offline, build a local stand-in under the same name (debootstrap minbase, see
@@ -38,24 +40,39 @@ RUN /opt/kvbench/bin/pip install --no-deps --no-build-isolation --no-index --no-
     && PYTHONPATH=/stage/opt/kvbench/lib/python3.11/site-packages /opt/kvbench/bin/pip check \
     && /opt/kvbench/bin/python -m compileall -q -s /stage -p / /stage/opt/kvbench
 
-FROM ${BASE_IMAGE}
+# What both images run on: Debian's python3, the user 10001 and the locked venv (one layer
+# that the two images share).
+FROM ${BASE_IMAGE} AS runtime
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/apt \
         /var/log/dpkg.log \
     && groupadd --gid 10001 kvbench \
     && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \
-        --shell /usr/sbin/nologin kvbench \
-    && install -d -o 10001 -g 10001 /data
+        --shell /usr/sbin/nologin kvbench
 COPY --from=venv /opt/kvbench /opt/kvbench
-COPY --from=app /stage/opt/kvbench /opt/kvbench
-# Read-only root: kvbench writes to the volumes only, /tmp (scratch, caches) and /data (results);
-# bytecode is compiled at build time and never written at run time.
+# Read-only root: bytecode is compiled at build time and never written at run time; HOME and
+# every cache are in the /tmp volume.
 ENV PATH=/opt/kvbench/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HOME=/tmp \
-    XDG_CACHE_HOME=/tmp/.cache \
+    HOME=/tmp
+
+# The router image: the pinned vllm-router wheel's launcher (`vllm_router.launch_router`, which
+# has the kv_aware policy and `--kv-event-source`), as user 10001 on a read-only root.
+FROM runtime AS router
+VOLUME ["/tmp"]
+WORKDIR /tmp
+USER 10001:10001
+ENTRYPOINT ["vllm-router"]
+CMD ["--help"]
+
+# The project image (the default target: the last stage).
+FROM runtime
+RUN install -d -o 10001 -g 10001 /data
+COPY --from=app /stage/opt/kvbench /opt/kvbench
+# kvbench writes to the volumes only, /tmp (scratch, caches) and /data (results).
+ENV XDG_CACHE_HOME=/tmp/.cache \
     MPLCONFIGDIR=/tmp/matplotlib
 VOLUME ["/tmp", "/data"]
 WORKDIR /data

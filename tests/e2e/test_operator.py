@@ -143,6 +143,7 @@ def test_service_router_and_affinity_on_one_seed(
     document["spec"]["routing"] = [
         {"name": "service", "service": {}},
         {"name": "cache-aware", "router": {"policy": "cache_aware"}},
+        {"name": "kv-aware", "router": {"policy": "kv_aware"}},
         {"name": "affinity", "prefixAffinity": {}},
     ]
     apply(cluster, namespace, document)
@@ -162,6 +163,14 @@ def test_service_router_and_affinity_on_one_seed(
     service, affinity = records["service"].summary, records["affinity"].summary
     assert affinity.request_hit_rate > service.request_hit_rate + 0.2
     assert records["cache-aware"].summary.request_hit_rate > service.request_hit_rate
+    # kv_aware: the router image's launcher, subscribed to every worker pod's KV events.
+    kv_aware = records["kv-aware"]
+    print(f"kv_aware hit rate {kv_aware.summary.request_hit_rate:.3f} vs the Service's "
+          f"{service.request_hit_rate:.3f}; KV event batches: {kv_aware.kv_events}")  # fmt: skip
+    assert kv_aware.kv_events is not None and len(kv_aware.kv_events) == 3, kv_aware.kv_events
+    assert all(n > 0 for n in kv_aware.kv_events.values()), kv_aware.kv_events
+    assert kv_aware.summary.request_hit_rate > service.request_hit_rate
+    assert [r.arm for r in records.values() if r.kv_events is not None] == ["kv-aware"]
 
 
 def test_invalid_specs_fail_naming_the_field_with_no_child(

@@ -11,7 +11,7 @@ NEEDED = {
     "benchmarkexperiments.kvbench.io/finalizers": {"update"},
     "pods": {"get", "list", "watch", "delete"},
     "pods/log": {"get"},
-    "endpointslices.discovery.k8s.io": {"list"},
+    "endpointslices.discovery.k8s.io": {"list", "watch"},
     "statefulsets.apps": {"get", "list", "watch", "create", "patch", "update", "delete"},
     "deployments.apps": {"get", "list", "watch", "create", "patch", "update", "delete"},
     "services": {"get", "list", "watch", "create", "patch", "update", "delete"},

@@ -3,8 +3,9 @@ cluster serves, in watched and unwatched namespaces, kube-system and cluster-wid
 operator's account (the chart with `watch.allNamespaces` and with a namespace list) and for a
 load generator's per-run account (the objects the operator makes, created as the operator).
 What is allowed must be exactly what the operator needs (test_rbac.NEEDED, written out
-independently of the chart) or, for the load generator, get/update/patch on its own result
-ConfigMaps by name; everything else must be refused."""
+independently of the chart, plus `get` on kube-proxy's ConfigMap by name and, given
+namespaces, the NotWatched notice everywhere) or, for the load generator, get/update/patch on
+its own result ConfigMaps by name; everything else must be refused."""
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,16 @@ UNSERVED = {
 """Authorized but never listed by discovery: the finalizers OwnerReferencesPermissionEnforcement
 asks about, and what `impersonate` applies to."""
 LOADGEN_VERBS = {"get", "update", "patch"}
+NOT_WATCHED = {
+    ("list", "benchmarkexperiments.kvbench.io"),
+    ("watch", "benchmarkexperiments.kvbench.io"),
+    ("patch", "benchmarkexperiments.kvbench.io/status"),
+    ("create", "events"),
+}
+"""Given namespaces, the operator reads experiments everywhere and tells one outside them that
+it is not run (a condition and an Event)."""
+KUBE_PROXY = ("kube-system", "kube-proxy")
+"""kube-proxy's ConfigMap, whose `mode` says how a Service arm balanced: `get`, by name."""
 
 
 @dataclass(frozen=True)
@@ -165,11 +176,20 @@ def _operator_expects(check: Check, watched: set[str] | None, extra: set[tuple[s
     key = check.resource.key
     if (check.verb, key) in EVERYONE | extra:
         return True
+    if (check.verb, key, check.namespace, check.name) == ("get", "configmaps", *KUBE_PROXY):
+        return True
     if check.verb not in NEEDED.get(key, set()):
         return False
     if not check.resource.namespaced:
         return True
     return watched is None or check.namespace in watched
+
+
+def _named(resources: list[Resource]) -> list[Check]:
+    """Every verb on kube-proxy's ConfigMap and on another one of kube-system, by name."""
+    configmaps = next(r for r in resources if r.key == "configmaps")
+    names = (KUBE_PROXY[1], "coredns")
+    return [Check(verb, configmaps, KUBE_PROXY[0], name) for name in names for verb in VERBS]
 
 
 def _apply(cluster: TestCluster, manifests: list[dict[str, Any]], name: str, *args: str) -> Path:
@@ -240,7 +260,7 @@ def test_the_operator_watching_all_namespaces_may_do_exactly_what_it_needs(
 ) -> None:
     with _client(cluster) as client:
         resources = _discover(client)
-        checks = _matrix(resources, [WATCHED, "kube-system"])
+        checks = _matrix(resources, [WATCHED, "kube-system"]) + _named(resources)
         answers = _ask(client, rbac_cluster["all"], checks)
     expected = {c: _operator_expects(c, None, set()) for c in checks}
     _compare("operator (allNamespaces)", answers, expected)
@@ -254,14 +274,20 @@ def test_the_operator_watching_a_list_may_do_it_there_only(
     subject = rbac_cluster["list"]
     namespaces = [WATCHED, OTHER_WATCHED, UNWATCHED, subject.namespace, "kube-system"]
     with _client(cluster) as client:
-        checks = _matrix(_discover(client), namespaces)
+        resources = _discover(client)
+        checks = _matrix(resources, namespaces) + _named(resources)
         answers = _ask(client, subject, checks)
     # kopf lists and watches namespaces to serve those that match the list.
     scan = {("list", "namespaces"), ("watch", "namespaces")}
-    expected = {c: _operator_expects(c, {WATCHED, OTHER_WATCHED}, scan) for c in checks}
+    extra = scan | NOT_WATCHED
+    expected = {c: _operator_expects(c, {WATCHED, OTHER_WATCHED}, extra) for c in checks}
     _compare("operator (namespace list)", answers, expected)
-    unwatched = [c for c in checks if c.namespace in (UNWATCHED, "kube-system") and answers[c]]
-    assert unwatched == [], "nothing namespaced outside the list"
+    unwatched = [
+        c for c in checks
+        if c.namespace in (UNWATCHED, "kube-system") and answers[c]
+        and (c.verb, c.resource.key) not in NOT_WATCHED and (c.namespace, c.name) != KUBE_PROXY
+    ]  # fmt: skip
+    assert unwatched == [], "nothing namespaced outside the list but the notice and kube-proxy's"
 
 
 def test_the_load_generator_may_write_its_own_results_and_nothing_else(

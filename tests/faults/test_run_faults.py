@@ -1,7 +1,9 @@
 """One fault per experiment, in the middle of a run: a worker pod deleted in the measured
-window, a worker that crash-loops, a worker never Ready, the load generator's pod killed,
-past its deadline, or deleted. Each disturbed window is retried or the run failed with a
-reason, never recorded good; partial results are kept and marked; nothing is left behind."""
+window, a worker out of the Service for part of it (its readiness probe failed, then passed:
+Ready and unchanged by the window's end), a worker that crash-loops, a worker never Ready,
+the load generator's pod killed, past its deadline, or deleted. Each disturbed window is
+retried or the run failed with a reason, never recorded good; partial results are kept and
+marked; nothing is left behind."""
 
 import json
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from kvbench.api import RunRecord
 from kvbench.kube.store import ConfigMapStore
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import apply, wait_phase
+from kvbench.testing.readiness import flip_readiness
 
 pytestmark = pytest.mark.slow
 WINDOW = next(s for s in STEPS if s.name == "measured window")
@@ -34,6 +37,12 @@ class Fault:
 
 def _delete_worker(driver: Driver) -> set[str]:
     return {driver.delete_pod(driver.run_pods("worker")[0])}
+
+
+def _out_of_the_service(driver: Driver) -> set[str]:
+    pod = driver.run_pods("worker")[0]
+    flip_readiness(driver.core, driver.namespace, pod.metadata.name)
+    return {str(pod.metadata.uid)}
 
 
 def _kill_load(driver: Driver) -> set[str]:
@@ -58,6 +67,14 @@ def _retried(reason: str, partial: bool = False) -> Callable[[RunRecord], None]:
     return check
 
 
+def _retried_saying(reason: str, words: str) -> Callable[[RunRecord], None]:
+    def check(record: RunRecord) -> None:
+        _retried(reason)(record)
+        assert words in record.failed_attempts[0].message, record.failed_attempts[0].message
+
+    return check
+
+
 def _failed(reason: str, words: str, partial: bool = False) -> Callable[[RunRecord], None]:
     def check(record: RunRecord) -> None:
         assert record.error_reason == reason, record
@@ -71,6 +88,12 @@ def _failed(reason: str, words: str, partial: bool = False) -> Callable[[RunReco
 LONG = {"sharedPrefix": {"requestsPerPrefix": 60, "minRequests": 120}}
 FAULTS = [
     Fault("worker deleted in the window", {}, _delete_worker, _retried("WorkersDisturbed")),
+    Fault(  # a window long enough to outlast the flip: the worker is back by its end
+        "worker out of the Service in the window",
+        {"workload": LONG, "simulator": {"timeScale": 0.5}},
+        _out_of_the_service,
+        _retried_saying("WorkersDisturbed", "the Service's endpoints"),
+    ),
     Fault(
         "worker crash-loops",
         {

@@ -1,5 +1,6 @@
-"""The project's image, built for real once per session (and reused across sessions while
-nothing it is built from changed), mounted, and its simulator running."""
+"""The project's image and its router image, built for real once per session (and reused
+across sessions while nothing they are built from changed), mounted, and the project image's
+simulator running."""
 
 from __future__ import annotations
 
@@ -41,6 +42,19 @@ def image(request: pytest.FixtureRequest) -> BuiltImage:
 def runner(image: BuiltImage) -> Iterator[ImageRunner]:
     with mounted(image.tag) as root:
         yield ImageRunner(image, root)
+
+
+@pytest.fixture(scope="session")
+def router_image(image: BuiltImage) -> BuiltImage:
+    """The Dockerfile's `router` target, built after the project image (whose layers it
+    shares)."""
+    return ensure_image("router")
+
+
+@pytest.fixture(scope="session")
+def router_runner(router_image: BuiltImage) -> Iterator[ImageRunner]:
+    with mounted(router_image.tag) as root:
+        yield ImageRunner(router_image, root)
 
 
 @pytest.fixture(scope="module")

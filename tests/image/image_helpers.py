@@ -29,8 +29,9 @@ class ImageRunner:
         args: Sequence[str],
         volumes: Mapping[str, Path] | None = None,
         entrypoint: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> list[str]:
-        return container_argv(self.image, self.root, args, volumes, entrypoint)
+        return container_argv(self.image, self.root, args, volumes, entrypoint, env)
 
     def run(
         self,

@@ -56,7 +56,7 @@ A Role in each watched namespace, or a ClusterRole with watch.allNamespaces.
   verbs: [get]
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
-  verbs: [list]
+  verbs: [list, watch]
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [get, list, watch, create, patch, update, delete]

@@ -39,6 +39,7 @@ from kvbench.api.status import (
     ResultsLocation,
     RunRecord,
     RunSummary,
+    ServiceBalancing,
 )
 from kvbench.api.workers import Variant, WorkerPool
 from kvbench.api.workload import Length, Workload
@@ -78,6 +79,7 @@ __all__ = [
     "RoutingArm",
     "RunRecord",
     "RunSummary",
+    "ServiceBalancing",
     "Simulator",
     "SpecError",
     "Timeouts",

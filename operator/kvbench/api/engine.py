@@ -30,8 +30,9 @@ _OWN_FLAGS = ("--host", "--port", "--kv-events-config")
 MAX_TOKENS = 2**24
 """More tokens than any model's context: a bound on every token count of the spec."""
 
-_RESERVED_ENV = frozenset({"POD_IP", "POD_NAME", "HOME"})
-"""Variables kvbench sets on every worker; `$(POD_IP)` in `--host` reads the first."""
+_RESERVED_ENV = frozenset({"POD_IP", "POD_NAME", "HOME", "USER", "LOGNAME"})
+"""Variables kvbench sets on every worker; `$(POD_IP)` in `--host` reads the first; USER and
+LOGNAME name the pods' uid, which vLLM's image has no passwd entry for."""
 _RESERVED_PREFIX = "KVBENCH_"
 _DEV_MODE = "VLLM_SERVER_DEV_MODE"
 
@@ -248,8 +249,8 @@ def _check_env(env: list[EnvVar]) -> list[EnvVar]:
     for i, var in enumerate(env):
         if var.name in _RESERVED_ENV or var.name.startswith(_RESERVED_PREFIX):
             raise ValueError(
-                f"[{i}] {var.name}: kvbench sets POD_IP, POD_NAME, HOME and KVBENCH_* itself "
-                "(--host reads $(POD_IP))"
+                f"[{i}] {var.name}: kvbench sets POD_IP, POD_NAME, HOME, USER, LOGNAME and "
+                "KVBENCH_* itself (--host reads $(POD_IP))"
             )
         if var.name in seen:
             raise ValueError(f"[{i}] {var.name} is set twice")

@@ -13,7 +13,20 @@ from kvbench.api.units import ByteSize, Duration, parse_duration
 if TYPE_CHECKING:
     from kvbench.api.workers import WorkerPool
 
-__all__ = ["Cleanup", "Execution", "LoadGenerator", "MetricsSource", "Simulator", "Timeouts"]
+__all__ = [
+    "LOADGEN_REQUESTS",
+    "Cleanup",
+    "Execution",
+    "LoadGenerator",
+    "MetricsSource",
+    "Simulator",
+    "Timeouts",
+]
+
+LOADGEN_REQUESTS = {"cpu": "1", "memory": "1Gi"}
+"""The load generator's requests where the spec names neither: one asyncio event loop, which
+uses one CPU at most and must get it under contention. No default limit: its memory grows
+with the requests it records, and a limit would end a long run without a result."""
 
 
 class MetricsSource(SpecModel):
@@ -43,10 +56,15 @@ class MetricsSource(SpecModel):
 
 
 class LoadGenerator(Placement):
-    """The GPU-less Job that sends the load."""
+    """The GPU-less Job that sends the load. Its placement adds to the rule that keeps it off
+    GPU nodes, never replaces it."""
 
     image: ImageRef | None = Field(None, description="Default: the operator's image")
-    resources: Resources = Field(default_factory=Resources)
+    resources: Resources = Field(
+        default_factory=Resources,
+        description="CPU and memory named in neither requests nor limits are requested at 1 "
+        "CPU and 1Gi; no default limit",
+    )
 
 
 class Timeouts(SpecModel):

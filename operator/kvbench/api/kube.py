@@ -25,6 +25,7 @@ __all__ = [
     "EnvVar",
     "EnvVarSource",
     "ModelCache",
+    "PerPodClaim",
     "Placement",
     "Resources",
     "SecretKeyRef",
@@ -139,6 +140,18 @@ class Resources(SpecModel):
                 raise ValueError(f"requests.{name}: an extended resource's request is its limit")
         return self
 
+    def with_defaults(
+        self, requests: dict[str, str], limits: dict[str, str] | None = None
+    ) -> "Resources":
+        """These resources, plus the default `requests` and `limits` of every resource the
+        spec names in neither: a pod without requests is BestEffort (first evicted, least
+        CPU under contention), and a default never contradicts what the user wrote."""
+        named = {*self.requests, *self.limits}
+        return Resources(
+            requests={**{k: v for k, v in requests.items() if k not in named}, **self.requests},
+            limits={**{k: v for k, v in (limits or {}).items() if k not in named}, **self.limits},
+        )
+
 
 class Placement(SpecModel):
     """Where pods go: node selector, tolerations, affinity (as in a pod spec)."""
@@ -146,31 +159,73 @@ class Placement(SpecModel):
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     affinity: Affinity | None = Field(
-        None, description="A pod affinity block, passed to the pod spec as written"
+        None,
+        description="A pod affinity block, passed to the pod spec as written (the load "
+        "generator's gets the rule that keeps it off GPU nodes added to each of its terms)",
     )
 
 
-class ModelCache(SpecModel):
-    """A volume for model weights: a PersistentVolumeClaim, a host path or an emptyDir."""
+class PerPodClaim(SpecModel):
+    """A claim of its own for every worker pod (a StatefulSet volumeClaimTemplate): works
+    with ReadWriteOnce storage, each pod downloads the weights once into its claim."""
 
-    mount_path: VolumePath = "/root/.cache/huggingface"
-    persistent_volume_claim: DnsSubdomain | None = Field(None, description="Claim name")
+    size: ByteSize = Field(..., description="Storage each claim requests, e.g. 100Gi")
+    storage_class_name: DnsSubdomain | None = Field(
+        None, description="StorageClass of the claims (default: the cluster's default class)"
+    )
+
+
+_RESERVED_MOUNTS = {
+    "/tmp": "the engine's own scratch volume (and HOME)",
+    "/dev/shm": "the workers' shared memory",
+}
+
+
+class ModelCache(SpecModel):
+    """A volume for model weights, mounted at `mountPath` with HF_HOME pointing at it: one
+    existing claim every replica shares, a claim per pod, a host path or an emptyDir."""
+
+    mount_path: VolumePath = Field(
+        "/models",
+        description="Where the cache is mounted, and HF_HOME; never under /root, which "
+        "vLLM's image keeps at mode 0700 while the workers run as uid 10001",
+    )
+    persistent_volume_claim: DnsSubdomain | None = Field(
+        None,
+        description="An existing claim that every replica of every pool mounts: "
+        "ReadWriteMany (or ReadOnlyMany, filled beforehand); a ReadWriteOnce claim fails "
+        "with Multi-Attach as soon as two pods land on two nodes (use perPodClaim)",
+    )
+    per_pod_claim: PerPodClaim | None = Field(
+        None, description="A new claim per worker pod, kept until the experiment is deleted"
+    )
     host_path: VolumePath | None = None
     empty_dir_size_limit: ByteSize | None = None
 
     @field_validator("mount_path")
     @classmethod
-    def _not_tmp(cls, value: str) -> str:
-        if value.rstrip("/") == "/tmp":
-            raise ValueError("/tmp is the engine's own scratch volume; mount the cache elsewhere")
+    def _own_place(cls, value: str) -> str:
+        path = "/" + value.strip("/")
+        if path in _RESERVED_MOUNTS:
+            raise ValueError(f"{path} is {_RESERVED_MOUNTS[path]}; mount the cache elsewhere")
+        if path == "/root" or path.startswith("/root/"):
+            raise ValueError(
+                "/root is mode 0700 in vLLM's image and the workers run as uid 10001, which "
+                "cannot reach it; mount the cache elsewhere (default /models)"
+            )
         return value
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelCache":
-        sources = [self.persistent_volume_claim, self.host_path, self.empty_dir_size_limit]
+        sources = [
+            self.persistent_volume_claim,
+            self.per_pod_claim,
+            self.host_path,
+            self.empty_dir_size_limit,
+        ]
         if sum(s is not None for s in sources) != 1:
             raise ValueError(
-                "modelCache takes exactly one of persistentVolumeClaim, hostPath or "
-                "emptyDirSizeLimit"
+                "modelCache takes exactly one of persistentVolumeClaim, perPodClaim, hostPath "
+                "or emptyDirSizeLimit"
             )
         return self

@@ -5,11 +5,13 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from kvbench.api.base import SpecModel
-from kvbench.api.kube import DNS_LABEL
+from kvbench.api.kube import DNS_LABEL, Resources
 from kvbench.api.names import Arg, ImageRef, LabelKey, LabelValue
 
 __all__ = [
     "ARM_KINDS",
+    "ROUTER_LIMITS",
+    "ROUTER_REQUESTS",
     "DynamoArm",
     "ExternalArm",
     "PrefixAffinityArm",
@@ -37,6 +39,13 @@ _ROUTER_FLAGS = frozenset(
 )
 
 
+ROUTER_REQUESTS = {"cpu": "1", "memory": "1Gi"}
+"""The router's requests where the arm names neither: a router starved of CPU would be the
+latency measured (production-stack requests 400m and 1000Mi for a router that does less)."""
+ROUTER_LIMITS = {"memory": "4Gi"}
+"""A memory limit only (a CPU limit would throttle it): its prefix tree is bounded."""
+
+
 class ServiceArm(SpecModel):
     """Plain Kubernetes load balancing: a ClusterIP Service picks a pod per connection."""
 
@@ -52,6 +61,11 @@ class RouterArm(SpecModel):
         max_length=256,
         description="More router arguments (never one kvbench sets: the address, policy, "
         "workers, metrics and KV event sources)",
+    )
+    resources: Resources = Field(
+        default_factory=Resources,
+        description="The router container's resources. CPU and memory named in neither "
+        "requests nor limits default to requests of 1 CPU and 1Gi and a 4Gi memory limit",
     )
 
     @field_validator("extra_args")

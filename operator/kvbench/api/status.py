@@ -28,6 +28,7 @@ __all__ = [
     "ResultsLocation",
     "RunRecord",
     "RunSummary",
+    "ServiceBalancing",
 ]
 
 
@@ -131,6 +132,31 @@ class AttemptFailure(ApiModel):
     partial: bool = Field(False, description="The load generator was stopped before its run ended")
 
 
+class ServiceBalancing(ApiModel):
+    """How a Service arm spread connections over its workers, which its hit rate depends on:
+    kube-proxy's mode as the cluster configures it, read when the arm opened, or the local
+    stand-in's."""
+
+    mode: str = Field(
+        ...,
+        description="kube-proxy's mode (iptables, ipvs, nftables, ...); unknown where it could "
+        "not be read; local-random for kvbench run's Service stand-in",
+    )
+    scheduler: str | None = Field(None, description="The IPVS scheduler (rr when unset)")
+    source: str = Field(..., description="Where the mode was read, or why it could not be")
+
+    @property
+    def policy(self) -> str:
+        """The balancing in words: what `kvbench compare` holds two sides to."""
+        if self.mode in ("iptables", "nftables", "local-random"):
+            return "random per connection"
+        if self.mode == "userspace" or (self.mode == "ipvs" and self.scheduler == "rr"):
+            return "round robin per connection"
+        if self.mode == "ipvs":
+            return f"IPVS scheduler {self.scheduler} per connection"
+        return "unknown"
+
+
 class RunRecord(ApiModel):
     """One planned run's outcome: its figures, or (`error` set) why it failed for good."""
 
@@ -151,6 +177,14 @@ class RunRecord(ApiModel):
     failed_attempts: list[AttemptFailure] = Field(default_factory=list)
     error: str | None = Field(None, description="Set when every attempt failed")
     error_reason: str | None = None
+    service_balancing: ServiceBalancing | None = Field(
+        None, description="A Service arm's balancing (kube-proxy's mode) during the run"
+    )
+    kv_events: dict[str, int] | None = Field(
+        None,
+        description="A kv_aware router arm: the KV event batches the router received from each "
+        "worker pod since it started",
+    )
 
 
 class AggregatePoint(ApiModel):

@@ -2,7 +2,6 @@
 
 import click
 
-from kvbench import __version__
 from kvbench.cli.crd import crd
 from kvbench.cli.loadgen import loadgen
 from kvbench.cli.operator import operator
@@ -11,12 +10,13 @@ from kvbench.cli.report import compare, fetch, report
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
 from kvbench.cli.testcluster import testcluster
+from kvbench.cli.version import version_option
 
 __all__ = ["main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="kvbench")
+@version_option
 def main() -> None:
     """Run LLM-serving benchmark experiments (BenchmarkExperiment resources)."""
 

@@ -86,7 +86,7 @@ def operator(
     kept = OperatorMetrics()
     if metrics is not None:
         serve_metrics(kept, *metrics)
-    configure_operator(kubernetes.client.ApiClient(), kept)
+    configure_operator(kubernetes.client.ApiClient(), kept, list(namespaces) or None)
 
     @kopf.on.login()
     def _login(**kwargs):  # the same credentials as the back end's client

@@ -3,7 +3,8 @@
 kopf keeps its own progress in annotations (the status schema would prune `status.kopf`).
 One daemon per experiment runs it; the daemon stops when the operator exits (the children
 keep running, the next operator adopts them) or when the resource is deleted (then the
-children are torn down before kopf's finalizer lets the resource go).
+children are torn down before kopf's finalizer lets the resource go). Given namespaces, the
+operator also tells experiments elsewhere that it does not run them (`unwatched`).
 """
 
 import logging
@@ -16,16 +17,23 @@ from kvbench.api import GROUP, PLURAL, VERSION
 from kvbench.operator.diffbase import DigestDiffBaseStorage
 from kvbench.operator.experiments import ExperimentController
 from kvbench.operator.metrics import OperatorMetrics
+from kvbench.operator.unwatched import NotWatchedReporter, own_namespace
 
 __all__ = ["configure_operator"]
 
 _controller: list[ExperimentController] = []
+_reporter: list[NotWatchedReporter] = []
 
 
-def configure_operator(client: kubernetes.client.ApiClient, metrics: OperatorMetrics) -> None:
+def configure_operator(
+    client: kubernetes.client.ApiClient,
+    metrics: OperatorMetrics,
+    watched: list[str] | None = None,
+) -> None:
     """Set the API client the handlers act through and the metrics they keep (before kopf
-    starts)."""
+    starts); `watched`, the namespaces served (None: all)."""
     _controller[:] = [ExperimentController(client, metrics=metrics)]
+    _reporter[:] = [NotWatchedReporter(client, watched, own_namespace())] if watched else []
 
 
 @kopf.on.startup()
@@ -36,6 +44,18 @@ def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+
+
+@kopf.on.startup()
+def _tell_unwatched(**_: Any) -> None:
+    for reporter in _reporter:
+        reporter.start()
+
+
+@kopf.on.cleanup()
+def _stop_telling(**_: Any) -> None:
+    for reporter in _reporter:
+        reporter.stop()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=120.0)

@@ -129,6 +129,15 @@ class ResourceStatus:
             }
         )
 
+    def not_watched(self, reason: str, message: str) -> None:
+        """An experiment the operator does not run (outside its namespaces): that one
+        condition and an Event, nothing else (no phase: the operator does not own it)."""
+        self.conditions = set_condition(
+            self.conditions, ConditionType.READY, False, reason, message
+        )
+        self.patch({"conditions": [c.to_k8s() for c in self.conditions]})
+        self.event("Warning", reason, message)
+
     def fail(self, reason: str, message: str) -> None:
         """The experiment failed before or outside the runner (an invalid spec, a spec the
         cluster cannot run)."""

@@ -6,7 +6,7 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from kvbench.api import AggregatePoint, RunRecord
-from kvbench.report.conditions import conditions
+from kvbench.report.conditions import BALANCING, conditions
 from kvbench.report.formats import milliseconds as _ms
 from kvbench.report.formats import percent as _pct
 from kvbench.report.trials import Trials, group_trials, legend, marks
@@ -49,6 +49,16 @@ def _with_arm(a: Side, b: Side) -> bool:
     return arms == {p.arm for p in b.points} and len(arms) > 1
 
 
+def _balancing_caption(a: Side, b: Side) -> str | None:
+    """How each side's Service arms balanced, when either recorded it."""
+    found = [side.conditions.get(BALANCING) for side in (a, b)]
+    if not any(found):
+        return None
+    return "Service balancing: " + "; ".join(
+        f"{name} {value or 'not recorded'}" for name, value in zip("AB", found, strict=True)
+    )
+
+
 def compare_table(a: Side, b: Side) -> Table:
     """Hit rate, TTFT and throughput of A and B per shared point, with B's change over A."""
     with_arm = _with_arm(a, b)
@@ -56,6 +66,7 @@ def compare_table(a: Side, b: Side) -> Table:
     ta, tb = a.trials(), b.trials()
     captions = [
         "hit: share of requests that hit | hit tokens / queried tokens (workers' counters)",
+        _balancing_caption(a, b),
         legend([*ta.values(), *tb.values()]),
     ]
     table = Table(

@@ -1,24 +1,28 @@
 """What an experiment ran, in the words a reader checks a figure against: the model, the
 engine flags that change the answer, the hardware (or the simulator's profile), the workload's
 shape, the seed and the digest of the requests sent. The same facts, as a dict, are what
-`kvbench compare` holds two sides to."""
+`kvbench compare` holds two sides to, with how the Service arms balanced (kube-proxy's mode)."""
 
 import hashlib
 
-from kvbench.api import EngineSpec, ExperimentSpec, RunRecord
+from kvbench.api import EngineSpec, ExperimentSpec, RunRecord, ServiceBalancing
 from kvbench.api.workload import Length
 
 __all__ = [
+    "BALANCING",
     "arm_notes",
     "conditions",
     "describe",
     "engine_flags",
     "kv_sizes",
     "requests_digest",
+    "service_balancing",
     "workload_shape",
 ]
 
 _DEFAULT = "vLLM default"
+BALANCING = "Service balancing"
+"""The condition that names how the Service arms balanced (kube-proxy's mode)."""
 
 
 def engine_flags(engine: EngineSpec) -> str:
@@ -117,6 +121,36 @@ def requests_digest(records: list[RunRecord]) -> str:
     return hashlib.sha256("\n".join(runs).encode()).hexdigest()[:16]
 
 
+def service_balancing(records: list[RunRecord]) -> str | None:
+    """How the Service arms' connections were balanced in these runs, in words (None: no
+    run recorded it, as runs of other arms)."""
+    policies = sorted({r.service_balancing.policy for r in records if r.service_balancing})
+    return ", ".join(policies) or None
+
+
+def _balancing_lines(records: list[RunRecord]) -> list[str]:
+    """Each balancing the Service arms ran with, what set it and where that was read."""
+    runs: dict[str, tuple[ServiceBalancing, list[RunRecord]]] = {}
+    for r in records:
+        if r.service_balancing is not None:
+            key = r.service_balancing.model_dump_json()
+            runs.setdefault(key, (r.service_balancing, []))[1].append(r)
+    lines = []
+    for balancing, of in runs.values():
+        what = (
+            "the local stand-in"
+            if balancing.mode == "local-random"
+            else f"kube-proxy mode {balancing.mode}"
+            + (f", scheduler {balancing.scheduler}" if balancing.scheduler else "")
+        )
+        arms = ", ".join(sorted({r.arm for r in of}))
+        lines.append(
+            f"Service balancing (arm {arms}, {len(of)} runs): {balancing.policy}, by {what} "
+            f"({balancing.source})"
+        )
+    return lines
+
+
 def describe(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     """What the experiment ran, line by line."""
     lines = [f"Model {spec.engine.model}; engine image {spec.engine.image}"]
@@ -129,6 +163,7 @@ def describe(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
         f"Load: concurrency {', '.join(map(str, spec.load.concurrency))}; "
         f"{spec.load.trials} trials (median reported); seed {spec.load.seed}; "
         f"connection {spec.load.connection}",
+        *_balancing_lines(records),
         f"Requests digest {requests_digest(records)} (of every run's request sequence; "
         "each run's own digest is in its record)",
     ]
@@ -153,7 +188,7 @@ def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]
         "workload": workload_shape(spec),
         "time scale": _clock(records, spec),
         "requests digest": requests_digest(records),
-    }
+    } | ({BALANCING: balancing} if (balancing := service_balancing(records)) else {})
 
 
 def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:

@@ -1,7 +1,8 @@
 """The experiment runner: every planned run through its persisted state machine, on a Cluster.
 
 Per run: fresh workers (or a cache reset), the arm in front of them, the load generator
-(warm-up, then the measured window), a check that no worker restarted, the record. Each
+(warm-up, then the measured window), a check that no worker restarted (and that a kv_aware
+router heard every serving worker's KV events), the record. Each
 state is written to the store before its side effect, so a runner stopped anywhere (cancelled,
 crashed, killed) is continued by the next one from the store: a recorded run is never
 repeated, a load generator still running is adopted, one that finished unwatched is collected,
@@ -29,9 +30,11 @@ from kvbench.loadgen.results import read_result
 from kvbench.plan import Plan, PlannedRun, plan_experiment
 from kvbench.runner.aggregate import aggregate
 from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, Cluster, WorkerInfo
+from kvbench.runner.cluster.kv_events import silent_publishers
 from kvbench.runner.failures import (
     LoadStopped,
     NoCapacity,
+    NoKvEvents,
     RunFailure,
     RunTimeout,
     SpecNotRunnable,
@@ -317,15 +320,19 @@ class ExperimentRunner:
                 self._waiting = None
 
     async def _collect_load(self, run: PlannedRun, state: RunState) -> RunState:
-        """Wait for the load (what is left of `timeouts.run`), check the workers, keep the
-        document; a disturbed window is a failed attempt, its document kept as evidence."""
+        """Wait for the load (what is left of `timeouts.run`), check the workers and what a
+        kv_aware router heard from them, keep the document; a disturbed window, or a kv_aware
+        one routed without a worker's KV events, is a failed attempt, its document kept as
+        evidence."""
         assert state.load_started_at is not None
         elapsed = (_now() - state.load_started_at).total_seconds()
         remaining = max(0.0, self.spec.timeouts.run_seconds - elapsed)
         document = await self.cluster.wait_load(state.names, remaining)
         disturbed = await self.cluster.check_workers(state.workers)
+        kv_events = await self.cluster.check_arm(self._arm(run), state.workers, state.names)
         raw = await asyncio.to_thread(self.store.save_raw, state.names, document)
-        partial = read_result(document).partial
+        result = read_result(document)
+        partial = result.partial
         if disturbed:
             self._current = state.model_copy(update={"raw": raw})
             raise WorkersDisturbed(disturbed)
@@ -338,8 +345,15 @@ class ExperimentRunner:
             stopped = failure(f"the load generator {partial}; its partial result is kept")
             stopped.partial = True
             raise stopped
+        silent = silent_publishers(kv_events, result) if kv_events is not None else []
+        if silent:
+            self._current = state.model_copy(update={"raw": raw, "kv_events": kv_events})
+            raise NoKvEvents(silent, kv_events)
         state = await self._save(
-            run, state.model_copy(update={"stage": RunStage.COLLECTING, "raw": raw})
+            run,
+            state.model_copy(
+                update={"stage": RunStage.COLLECTING, "raw": raw, "kv_events": kv_events}
+            ),
         )
         await self._hold(state)
         return state

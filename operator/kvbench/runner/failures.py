@@ -10,6 +10,7 @@ __all__ = [
     "Forbidden",
     "ImagePullFailed",
     "LoadFailed",
+    "NoKvEvents",
     "RunFailure",
     "RunTimeout",
     "SpecNotRunnable",
@@ -75,6 +76,22 @@ class WorkersDisturbed(RunFailure):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("workers changed during the run: " + "; ".join(problems))
         self.problems = problems
+
+
+class NoKvEvents(RunFailure):
+    """A kv_aware router received no KV events from a worker that served requests: it routed
+    on load alone, so the window measured no KV-aware routing."""
+
+    reason = "NoKvEvents"
+
+    def __init__(self, silent: list[str], received: dict[str, int]) -> None:
+        counts = ", ".join(f"{name}: {n}" for name, n in received.items())
+        super().__init__(
+            f"the kv_aware router received no KV events from {', '.join(silent)}, which "
+            f"served requests (batches received per worker: {counts})"
+        )
+        self.silent = silent
+        self.received = received
 
 
 class LoadFailed(RunFailure):

@@ -170,6 +170,10 @@ def run_record(
         pods=_pods(result, state.workers),
         summary=run_summary(result.summary, result.client),
         failed_attempts=state.failures,
+        service_balancing=(
+            state.endpoint.balancing if isinstance(state.endpoint, UrlEndpoint) else None
+        ),
+        kv_events=state.kv_events,
     )
 
 

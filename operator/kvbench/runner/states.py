@@ -49,6 +49,9 @@ class RunState(BaseModel):
     endpoint: ArmEndpoint | None = None
     load_started_at: datetime | None = None
     raw: str | None = Field(None, description="Where the collected result document is stored")
+    kv_events: dict[str, int] | None = Field(
+        None, description="KV event batches a kv_aware router received, per worker"
+    )
     failures: list[AttemptFailure] = Field(default_factory=list)
 
     def next_attempt(self, failure: AttemptFailure | None) -> "RunState":

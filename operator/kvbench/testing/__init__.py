@@ -6,8 +6,9 @@ source; `nodeagent` stands in for the kubelet (pods as local processes: `podrunn
 `container`, `images`, `podenv`, `volumes`, `probes`, `kubeletapi`, `nodes`);
 `serviceproxy` stands in for kube-proxy with `kvbench.netbalance`. Beside the cluster:
 `operator_install` puts the chart's operator into it, `experiments` applies and follows
-experiments as a user does, `gitops` reads their health as Argo CD and kstatus do, and
-`image` builds the project's container image with podman and runs programs inside it.
+experiments as a user does, `gitops` reads their health as Argo CD and kstatus do, `readiness`
+takes a pod out of its Service for a while by its own readiness probe, and `image` builds the
+project's container image with podman and runs programs inside it.
 Importing this package starts nothing.
 """
 

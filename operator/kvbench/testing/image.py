@@ -1,5 +1,6 @@
-"""The project's container image (the repository's Dockerfile), built and run for real without a
-Docker engine.
+"""The project's container images (the repository's Dockerfile: the project image, its default
+target, and the router image, its `router` target), built and run for real without a Docker
+engine.
 
 `podman build --isolation chroot` needs no container runtime. The Dockerfile's base, an exact
 Docker Hub tag that cannot be pulled offline, is made locally under that very name from
@@ -30,7 +31,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -38,10 +39,11 @@ from kvbench.testing.longwaits import exclusive
 
 __all__ = [
     "DOCKERFILE",
-    "IMAGE_REPOSITORY",
+    "IMAGE_REPOSITORIES",
     "LOCK",
     "REPO",
     "BuiltImage",
+    "ImageTarget",
     "base_image_name",
     "container_argv",
     "ensure_image",
@@ -52,7 +54,12 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = REPO / "Dockerfile"
 LOCK = REPO / "requirements.lock"
-IMAGE_REPOSITORY = "localhost/kvbench"
+ImageTarget = Literal["kvbench", "router"]
+"""The Dockerfile's targets the tests build: its last stage (the project image) and `router`."""
+IMAGE_REPOSITORIES: dict[ImageTarget, str] = {
+    "kvbench": "localhost/kvbench",
+    "router": "localhost/kvbench-router",
+}
 _TAG_PREFIX = "src-"
 _KEEP_IMAGES = 3
 _SUITE, _MIRROR = "bookworm", "http://deb.debian.org/debian"
@@ -234,10 +241,11 @@ def _pip_ca() -> Path | None:
     return _SYSTEM_CA if _SYSTEM_CA.is_file() else None
 
 
-def _build(tag: str, digest: str) -> float:
+def _build(tag: str, digest: str, target: ImageTarget) -> float:
     secret = [] if (ca := _pip_ca()) is None else ["--secret", f"id=pip-ca,src={ca}"]
+    stage = [] if target == "kvbench" else ["--target", target]
     argv = [
-        "podman", "build", "--isolation", "chroot", "--pull=never", "--layers", *secret,
+        "podman", "build", "--isolation", "chroot", "--pull=never", "--layers", *secret, *stage,
         "--label", f"io.kvbench.source-hash={digest}", "--tag", tag,
         "--file", str(DOCKERFILE), str(REPO),
     ]  # fmt: skip
@@ -247,10 +255,10 @@ def _build(tag: str, digest: str) -> float:
     return time.monotonic() - start
 
 
-def _prune() -> None:
+def _prune(repository: str) -> None:
     """Our older source-hash images, newest kept; one in use (mounted) refuses and stays."""
     listed = _podman(
-        "images", "--filter", f"reference={IMAGE_REPOSITORY}:{_TAG_PREFIX}*",
+        "images", "--filter", f"reference={repository}:{_TAG_PREFIX}*",
         "--format", "{{.Repository}}:{{.Tag}}", "--sort", "created",
     )  # fmt: skip
     for tag in listed.split()[_KEEP_IMAGES:]:
@@ -274,21 +282,22 @@ def _inspect(tag: str, build_seconds: float, built_now: bool) -> BuiltImage:
     )
 
 
-def ensure_image() -> BuiltImage:
-    """The image of the repository as it is now, built (under a lock, with its base) only if
-    no image has its source hash yet."""
+def ensure_image(target: ImageTarget = "kvbench") -> BuiltImage:
+    """The image of `target` of the repository as it is now, built (under a lock, with its
+    base) only if no image has its source hash yet."""
     digest = source_hash()
-    tag = f"{IMAGE_REPOSITORY}:{_TAG_PREFIX}{digest}"
+    repository = IMAGE_REPOSITORIES[target]
+    tag = f"{repository}:{_TAG_PREFIX}{digest}"
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    record = root / f"build-{digest}.json"
+    record = root / f"build-{target}-{digest}.json"
     with exclusive(root / ".build.lock", "image build"):  # a concurrent build finishes first
         if _exists(tag) and record.exists():
             return _inspect(tag, json.loads(record.read_text())["seconds"], built_now=False)
         _ensure_base(base_image_name())
-        seconds = _build(tag, digest)
+        seconds = _build(tag, digest, target)
         record.write_text(json.dumps({"tag": tag, "seconds": round(seconds, 1)}))
-        _prune()
+        _prune(repository)
     return _inspect(tag, seconds, built_now=True)
 
 
@@ -314,9 +323,11 @@ def container_argv(
     args: Sequence[str] | None = None,
     volumes: Mapping[str, Path] | None = None,
     entrypoint: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The command line that runs `image` (mounted at `root`) as a container with a read-only
-    root file system: `entrypoint` (default the image's) with `args` (default its CMD).
+    root file system: `entrypoint` (default the image's) with `args` (default its CMD), `env`
+    over the image's environment (as a pod's `env` is).
 
     Each declared volume is a fresh tmpfs unless `volumes` maps it to a host directory, which
     then gets the owner and mode of the image's directory (as Docker seeds a new volume). The
@@ -346,7 +357,8 @@ def container_argv(
             steps.append(f'mount -t tmpfs -o {options},nosuid,nodev tmpfs "$r"{target}')
     program = [*(image.entrypoint if entrypoint is None else entrypoint)]
     program += image.cmd if args is None else args
-    inside = ["/usr/bin/env", "-i", "-C", image.workdir, *image.env, *program]
+    own = [f"{name}={value}" for name, value in (env or {}).items()]
+    inside = ["/usr/bin/env", "-i", "-C", image.workdir, *image.env, *own, *program]
     chroot = ["chroot", f"--userspec={_numeric_user(image.user)}", '"$r"']
     script = "\n".join(
         ["set -e", 'r="$1"', *steps, f"exec {' '.join(chroot)} {shlex.join(inside)}"]
@@ -356,5 +368,6 @@ def container_argv(
 
 
 if __name__ == "__main__":
-    built = ensure_image()
-    print(f"{built.tag} {built.size} bytes, built in {built.build_seconds:.0f} s")
+    for name in IMAGE_REPOSITORIES:
+        built = ensure_image(name)
+        print(f"{built.tag} {built.size} bytes, built in {built.build_seconds:.0f} s")

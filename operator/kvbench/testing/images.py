@@ -4,10 +4,16 @@ The node agent runs no images: a small explicit table maps an image's repository
 to a launcher that turns the container's command and args into a local argv.
 Servers are told to bind their pod's loopback IP, since every pod shares the
 machine's network. An image not in the table is refused with a clear error.
+
+The router image runs what it runs in a cluster: the pinned wheel's `vllm-router` launcher
+with the pod's args. Upstream's `vllm/vllm-router` has no stand-in: its Rust binary refuses
+flags this launcher takes (`--policy kv_aware`, `--kv-event-source`), so running the launcher
+for it would pass tests that the image fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -47,9 +53,10 @@ IMAGE_TABLE: tuple[ImageRule, ...] = (
         description="the project's image -> the container's command, default `kvbench`",
     ),
     ImageRule(
-        name="vllm-router",
-        launcher="router",
-        description="vLLM's router -> `vllm-router` with the container's args",
+        name="kvbench-router",
+        launcher="router-image",
+        description="the project's router image -> the container's command, default "
+        "`vllm-router` (the wheel's launcher), with its args as they are",
     ),
     ImageRule(
         name="lmstack-router",
@@ -104,6 +111,34 @@ _VLLM_PREFIXES = (
 )
 
 
+_KV_EVENTS_FLAG = "--kv-events-config"
+
+
+def _kv_events_on_pod_address(args: Sequence[str], pod_ip: str) -> list[str]:
+    """`args` with a KV-event publisher that binds every address (`tcp://*:PORT`) bound to the
+    pod's address instead: in a pod, every address is the pod's; here every pod shares the
+    machine's, and two workers on one port would collide. `[::ffff:IP]`, IPv4-mapped, which
+    ZMQ binds as IP, keeps it an endpoint vLLM's publisher binds (`::` in it), not connects."""
+
+    def narrowed(value: str) -> str:
+        config = json.loads(value)
+        endpoint = config.get("endpoint", "")
+        if not endpoint.startswith("tcp://*:"):
+            return value
+        config["endpoint"] = endpoint.replace("*", f"[::ffff:{pod_ip}]", 1)
+        return json.dumps(config)
+
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if i > 0 and args[i - 1] == _KV_EVENTS_FLAG:
+            out.append(narrowed(arg))
+        elif arg.startswith(f"{_KV_EVENTS_FLAG}="):
+            out.append(f"{_KV_EVENTS_FLAG}={narrowed(arg.split('=', 1)[1])}")
+        else:
+            out.append(arg)
+    return out
+
+
 def _vllm(container: Container, pod_ip: str) -> list[str]:
     args = [*container.get("command", []), *container.get("args", [])]
     for prefix in _VLLM_PREFIXES:
@@ -113,11 +148,18 @@ def _vllm(container: Container, pod_ip: str) -> list[str]:
     if args and not args[0].startswith("-"):
         args = ["--model", *args]  # `vllm serve MODEL`'s positional model
     # `python -m kvbench.sim` is `kvbench sim` without importing the rest of the CLI.
+    args = _kv_events_on_pod_address(args, pod_ip)
     return [sys.executable, "-m", "kvbench.sim", *_with_host(args, pod_ip)]
 
 
 def _project(container: Container, pod_ip: str) -> list[str]:
     command = container.get("command") or ["kvbench"]
+    args = _kv_events_on_pod_address(container.get("args", []), pod_ip)
+    return [executable(command[0]), *command[1:], *args]
+
+
+def _router_image(container: Container, pod_ip: str) -> list[str]:
+    command = container.get("command") or ["vllm-router"]
     return [executable(command[0]), *command[1:], *container.get("args", [])]
 
 
@@ -127,7 +169,12 @@ def _router(container: Container, pod_ip: str) -> list[str]:
     return [executable(command[0]), *_with_host(args, pod_ip)]
 
 
-_LAUNCHERS: dict[str, Launcher] = {"vllm": _vllm, "project": _project, "router": _router}
+_LAUNCHERS: dict[str, Launcher] = {
+    "vllm": _vllm,
+    "project": _project,
+    "router": _router,
+    "router-image": _router_image,
+}
 
 
 def local_argv(container: Container, pod_ip: str) -> list[str]:

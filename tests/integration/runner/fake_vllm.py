@@ -1,6 +1,7 @@
 """A stand-in for `vllm serve` where vLLM is not installed: writes what it was started with
-(its arguments, CUDA_VISIBLE_DEVICES, the engine's variables, the time) to RECORD_DIR, then
-becomes `kvbench sim` with exactly those arguments (the simulator takes vLLM's flags).
+(its arguments, CUDA_VISIBLE_DEVICES, the engine's variables, the variables kvbench sets for
+vLLM, the time) to RECORD_DIR, then becomes `kvbench sim` with exactly those arguments (the
+simulator takes vLLM's flags).
 
     python fake_vllm.py RECORD_DIR serve MODEL [vLLM flags]
 """
@@ -11,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-ENV = ("CUDA_VISIBLE_DEVICES", "FAKE_VLLM_MARK", "VLLM_SERVER_DEV_MODE")
+ENV = ("CUDA_VISIBLE_DEVICES", "FAKE_VLLM_MARK", "VLLM_SERVER_DEV_MODE", "VLLM_PORT",
+       "VLLM_USE_FLASHINFER_SAMPLER")  # fmt: skip
 
 
 def main() -> None:

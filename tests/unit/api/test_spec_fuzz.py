@@ -189,7 +189,7 @@ def _manifests(experiment: BenchmarkExperiment) -> list[dict[str, Any]]:
     for arm in spec.routing:
         if arm.router is not None:
             urls = ["http://10.0.0.1:8000"]
-            manifests += router_objects(ref, arm.router, names, urls, {})
+            manifests += router_objects(ref, arm.router, names, urls)
     endpoint = UrlEndpoint(arm=run.arm, url=f"http://{ref.service}.bench.svc:8000")
     config = build_run_config(spec, run, endpoint, [], spec.simulator.on_cluster)
     results = result_configmap_names(names.prefix)

@@ -36,7 +36,7 @@ WORKLOADS = {
     ("kvbench.io", "benchmarkexperiments/finalizers"): {"update"},
     ("", "pods"): {"get", "list", "watch", "delete"},
     ("", "pods/log"): {"get"},
-    ("discovery.k8s.io", "endpointslices"): {"list"},
+    ("discovery.k8s.io", "endpointslices"): {"list", "watch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
@@ -53,6 +53,14 @@ CLUSTER_READS = {
     ("", "nodes"): {"get", "list"},
 }
 NAMESPACES = {("", "namespaces"): {"list", "watch"}}  # kopf's scan, given namespaces
+# Given namespaces: experiments elsewhere are read, and told once that they are not run.
+NOT_WATCHED = {
+    ("kvbench.io", "benchmarkexperiments"): {"list", "watch"},
+    ("kvbench.io", "benchmarkexperiments/status"): {"patch"},
+    ("", "events"): {"create"},
+}
+# kube-proxy's mode (how a Service arm balanced): its one ConfigMap, by name, in every mode.
+KUBE_PROXY = {("kube-system", "", "configmaps", "kube-proxy"): {"get"}}
 
 
 def _scoped(scope: str, rules: dict[tuple[str, str], set[str]]) -> dict[tuple, set[str]]:
@@ -60,13 +68,18 @@ def _scoped(scope: str, rules: dict[tuple[str, str], set[str]]) -> dict[tuple, s
 
 
 EXPECTED_PERMISSIONS = {
-    "default": _scoped(NAMESPACE, WORKLOADS) | _scoped(CLUSTER, CLUSTER_READS | NAMESPACES),
+    "default": (
+        _scoped(NAMESPACE, WORKLOADS)
+        | _scoped(CLUSTER, CLUSTER_READS | NAMESPACES | NOT_WATCHED)
+        | KUBE_PROXY
+    ),
     "namespaces": (
         _scoped("a", WORKLOADS)
         | _scoped("b", WORKLOADS)
-        | _scoped(CLUSTER, CLUSTER_READS | NAMESPACES)
+        | _scoped(CLUSTER, CLUSTER_READS | NAMESPACES | NOT_WATCHED)
+        | KUBE_PROXY
     ),
-    "all-namespaces": _scoped(CLUSTER, WORKLOADS | CLUSTER_READS),
+    "all-namespaces": _scoped(CLUSTER, WORKLOADS | CLUSTER_READS) | KUBE_PROXY,
 }
 ENDPOINTS = ["--liveness", "http://$(POD_IP):8080/healthz", "--metrics", "$(POD_IP):9090"]
 EXPECTED_ARGS = {
@@ -88,8 +101,9 @@ def _one(manifests: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def _permissions(manifests: list[dict[str, Any]]) -> dict[tuple, set[str]]:
-    """(namespace or CLUSTER, apiGroup, resource) -> the verbs the operator's account holds,
-    following every binding to its role; every role must be bound, to that account only."""
+    """(namespace or CLUSTER, apiGroup, resource[, resource name]) -> the verbs the operator's
+    account holds, following every binding to its role; every role must be bound, to that
+    account only."""
     roles = {
         (m["kind"], m["metadata"].get("namespace"), m["metadata"]["name"]): m
         for m in manifests
@@ -105,10 +119,13 @@ def _permissions(manifests: list[dict[str, Any]]) -> dict[tuple, set[str]]:
         key = (ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"])
         bound.add(key)
         for rule in roles[key]["rules"]:
-            assert set(rule) == {"apiGroups", "resources", "verbs"}, rule  # no resourceNames
+            assert set(rule) <= {"apiGroups", "resources", "resourceNames", "verbs"}, rule
+            names = [(name,) for name in rule.get("resourceNames", [])] or [()]
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
-                    granted[(namespace or CLUSTER, group, resource)] |= set(rule["verbs"])
+                    for name in names:
+                        where = (namespace or CLUSTER, group, resource, *name)
+                        granted[where] |= set(rule["verbs"])
     assert bound == set(roles), "a rendered role that nothing binds"
     return dict(granted)
 
@@ -137,10 +154,25 @@ def test_only_all_namespaces_gets_a_cluster_role_beyond_cluster_reads(rendered) 
             },
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": ["kvbench.io"],
+                "resources": ["benchmarkexperiments"],
+                "verbs": ["list", "watch"],
+            },
+            {
+                "apiGroups": ["kvbench.io"],
+                "resources": ["benchmarkexperiments/status"],
+                "verbs": ["patch"],
+            },
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ]
     roles = [m["metadata"]["namespace"] for m in rendered["namespaces"] if m["kind"] == "Role"]
-    assert roles == ["a", "b"]
-    assert not [m for m in rendered["all-namespaces"] if m["kind"] in ("Role", "RoleBinding")]
+    assert roles == ["kube-system", "a", "b"]
+    namespaced = [m for m in rendered["all-namespaces"] if m["kind"] in ("Role", "RoleBinding")]
+    assert [(m["kind"], m["metadata"]["namespace"]) for m in namespaced] == [
+        ("Role", "kube-system"),
+        ("RoleBinding", "kube-system"),
+    ], "only kube-proxy's ConfigMap"
 
 
 @pytest.mark.parametrize("version", RECENT)

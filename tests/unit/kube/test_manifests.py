@@ -48,7 +48,7 @@ def _everything(experiment) -> list[dict]:
     ).spec.routing[1]
     return [
         *worker_objects(ref, spec, "default", spec.engine),
-        *router_objects(ref, arm.router, names, ["http://10.0.0.1:8000"], {}),
+        *router_objects(ref, arm.router, names, ["http://10.0.0.1:8000"]),
         *load_objects(ref, names, config, results),
         load_job(ref, spec, names, results),
     ]

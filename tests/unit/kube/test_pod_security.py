@@ -22,6 +22,7 @@ from kvbench.kube.pod_security import pod_of, restricted_violations
 from kvbench.loadgen.config import RunConfig, UrlTarget
 from kvbench.plan import plan_experiment
 from kvbench.runner.cluster import ChildNames
+from kvbench.runner.cluster.kv_events import KvEventFeed
 
 ROOT = Path(__file__).resolve().parents[3]
 UID = "0b7e3c9a-1f2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -57,11 +58,14 @@ def _operator_pods(on_cluster: bool, cache: dict[str, Any] | None = None) -> lis
     results = [f"{names.prefix}-result-0"]
     urls = ["http://10.0.0.1:8000", "http://10.0.0.2:8000"]
     events = {url: url.replace("http", "tcp").replace("8000", "5557") for url in urls}
+    feed = KvEventFeed(endpoints=events, block_size=16, model=spec.engine.model)
     routers = [
         m
         for arm in spec.routing
         if arm.router is not None
-        for m in router_objects(ref, arm.router, names, urls, events)
+        for m in router_objects(
+            ref, arm.router, names, urls, feed if arm.router.policy == "kv_aware" else None
+        )
     ]
     everything = [
         *worker_objects(ref, spec, "default", spec.engine),

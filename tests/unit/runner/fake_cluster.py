@@ -98,7 +98,9 @@ def fake_result(
 class FakeCluster(Cluster):
     """Records calls; `fail_loads` makes the n-th loads (1-based) fail, `stop_loads` makes
     them end early with a partial result, `disturb` makes the worker check report a restart
-    after those loads, `problems_found` fails the preflight."""
+    after those loads, `deaf_loads` makes a kv_aware router report no KV event from any worker
+    after those loads (three batches from each otherwise), `problems_found` fails the
+    preflight."""
 
     def __init__(
         self,
@@ -107,6 +109,7 @@ class FakeCluster(Cluster):
         problems_found: list[str] | None = None,
         stop_loads: set[int] | None = None,
         busy_gpus: int = 0,
+        deaf_loads: set[int] | None = None,
     ) -> None:
         self.calls: list[str] = []
         self.starts = 0
@@ -117,6 +120,7 @@ class FakeCluster(Cluster):
         self.busy_gpus = busy_gpus
         """The first `busy_gpus` worker starts find the GPUs taken (NoCapacity)."""
         self.disturb = disturb or set()
+        self.deaf_loads = deaf_loads or set()
         self.problems_found = problems_found or []
         self.configs: dict[str, RunConfig] = {}
         self.states: dict[str, LoadState] = {}
@@ -198,6 +202,12 @@ class FakeCluster(Cluster):
             self.disturb.discard(self.loads_started)
             return [f"{workers[0].name}: restarted"]
         return []
+
+    async def check_arm(self, arm, workers, names):
+        if arm.router is None or arm.router.policy != "kv_aware":
+            return None
+        batches = 0 if self.loads_started in self.deaf_loads else 3
+        return {w.name: batches for w in workers}
 
     async def worker_logs(self, worker):
         return f"first line\nlast line of {worker.name}"

@@ -1,9 +1,12 @@
 """Real vLLM workers of the local back end: the command line (the experiment's vLLM arguments,
-nothing of the simulator's), GPUs and environment per worker, the default server command, what
-the preflight refuses, and the CLI's options."""
+nothing of the simulator's), GPUs and environment per worker (a port range of its own, the
+defaults a missing package needs), the default server command, what the preflight refuses,
+and the CLI's options."""
 
 import asyncio
 import copy
+import random
+import socket
 import sys
 from pathlib import Path
 
@@ -19,8 +22,10 @@ from kvbench.runner.cluster.local.cluster import LocalCluster
 from kvbench.runner.cluster.local.launcher import WorkerSlot
 from kvbench.runner.cluster.local.sim_workers import SimLauncher
 from kvbench.runner.cluster.local.vllm_workers import (
+    PORT_SPAN,
     VllmLauncher,
     VllmOptions,
+    VllmPorts,
     default_vllm_command,
 )
 from kvbench.runner.cluster.local.workers import sim_command
@@ -44,9 +49,9 @@ def _launcher(**options) -> VllmLauncher:
     return VllmLauncher(VllmOptions(command=VLLM, **options))
 
 
-def _process(launcher, spec, ordinal=0):
-    slot = WorkerSlot(spec.workers[0], "gpu24-0", ordinal, seed=7)
-    return launcher.process(spec, spec.engine, slot, "127.0.0.9", 8123)
+def _process(launcher, spec, ordinal=0, name="gpu24-0", host="127.0.0.9"):
+    slot = WorkerSlot(spec.workers[0], name, ordinal, seed=7)
+    return launcher.process(spec, spec.engine, slot, host, 8123)
 
 
 def test_the_argv_is_the_experiments_vllm_arguments_and_the_host() -> None:
@@ -109,7 +114,6 @@ def test_preflight_names_what_real_vllm_cannot_run(tmp_path: Path) -> None:
     def change(spec):
         spec["routing"] += [
             {"name": "dyn", "dynamo": {}},
-            {"name": "kv", "router": {"policy": "kv_aware"}},
             {"name": "rr", "router": {"policy": "round_robin"}},
         ]
         spec["workload"]["promptFormat"] = "text"
@@ -121,7 +125,10 @@ def test_preflight_names_what_real_vllm_cannot_run(tmp_path: Path) -> None:
             command=["no-such-vllm-binary"],
             gpus=["0"],
             model_dir=tmp_path,
-            extra_args=["--max-model-len=2048", "--ho", "127.0.0.1", "--load-format", "dummy"],
+            extra_args=[
+                *("--max-model-len=2048", "--ho", "127.0.0.1", "--load-format", "dummy"),
+                "--kv-events-config={}",
+            ],
         )
     )
     problems = [p for p in launcher.problems(_spec(change)) if "vllm-router" not in p]
@@ -129,15 +136,85 @@ def test_preflight_names_what_real_vllm_cannot_run(tmp_path: Path) -> None:
     assert heads == sorted(
         [
             "spec.routing[1] (dyn).dynamo",
-            "spec.routing[2] (kv).router.policy",
             "--model-dir",
             "spec.engine.tensorParallelSize (2, variant default)",
             "--vllm-arg --max-model-len",
             "--vllm-arg --ho",
+            "--vllm-arg --kv-events-config",
             "--vllm-command",
         ]
     ), problems
     assert any("no-such-profile" in p for p in SimLauncher().problems(_spec(change)))
+
+
+def test_kv_aware_runs_on_real_vllm() -> None:
+    """Defect 15: kv_aware was refused because the router's endpoints came from the
+    simulator's /version; the back end now tells each worker where to publish."""
+
+    def kv_aware(spec):
+        spec["routing"].append({"name": "kv", "router": {"policy": "kv_aware"}})
+        spec["workload"]["promptFormat"] = "text"
+
+    assert _launcher().problems(_spec(kv_aware)) == []
+
+
+def test_workers_started_together_get_disjoint_free_port_ranges() -> None:
+    """Defect 14: every worker's vLLM found "a free port" for torch.distributed at once, and
+    all but one failed with EADDRINUSE; each now scans its own block from its VLLM_PORT."""
+    launcher, spec = _launcher(), _spec()
+    bases = [
+        int(_process(launcher, spec, i, f"gpu-{i}", f"127.0.0.{i + 2}").env["VLLM_PORT"])
+        for i in range(6)
+    ]
+    blocks = [set(range(base, base + PORT_SPAN)) for base in bases]
+    assert sum(map(len, blocks)) == len(set().union(*blocks)), f"blocks overlap: {bases}"
+    assert all(base >= 20000 and base + PORT_SPAN <= 32768 for base in bases), bases
+    again = int(_process(launcher, spec, 0, "gpu-0", "127.0.0.20").env["VLLM_PORT"])
+    assert not set(range(again, again + PORT_SPAN)) & set().union(*blocks[1:])
+
+
+def test_a_block_with_a_port_in_use_is_skipped() -> None:
+    first = VllmPorts(random.Random(5)).take()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("", first + PORT_SPAN - 1))
+        assert VllmPorts(random.Random(5)).take() != first
+
+
+def test_defaults_a_missing_package_needs_are_set_and_named(monkeypatch) -> None:
+    """Defect 13: vLLM's sampler imports flashinfer unless VLLM_USE_FLASHINFER_SAMPLER=0, and
+    every worker failed where it is not installed."""
+    util = vllm_workers.importlib.util
+    found, flashinfer = util.find_spec, [None]
+    monkeypatch.setattr(
+        util, "find_spec", lambda name: flashinfer[0] if name == "flashinfer" else found(name)
+    )
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
+    launcher, spec = _launcher(), _spec()
+    assert _process(launcher, spec, 0, "a", "good").env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    own = _spec(lambda s: s["engine"]["env"].append({"name": "VLLM_USE_FLASHINFER_SAMPLER",
+                                                     "value": "1"}))  # fmt: skip
+    assert _process(launcher, own, 0, "b", "engine").env["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
+    monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "1")
+    assert _process(launcher, spec, 0, "c", "user").env["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
+    flashinfer[0] = object()
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER")
+    assert "VLLM_USE_FLASHINFER_SAMPLER" not in _process(launcher, spec, 0, "d", "old").env
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"version": "0.25.0"})
+
+    async def images() -> list[str]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+            hosts = ("good", "engine", "user", "old")
+            return [await launcher.image(client, f"http://{h}:8123") for h in hosts]
+
+    assert asyncio.run(images()) == [
+        "vllm 0.25.0 (kvbench set VLLM_USE_FLASHINFER_SAMPLER=0: a package it needs is not "
+        "installed)",
+        "vllm 0.25.0",
+        "vllm 0.25.0",
+        "vllm 0.25.0",
+    ]
 
 
 def test_options_refuse_empty_words() -> None:

@@ -13,8 +13,10 @@ import kubernetes
 from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
 from kvbench.kube.cluster.api import KubeApi
 from kvbench.kube.cluster.arms import KubeArms
+from kvbench.kube.cluster.endpoints import EndpointSlices, EndpointWatch
 from kvbench.kube.cluster.load import LoadJobs
 from kvbench.kube.cluster.preflight import kube_problems
+from kvbench.kube.cluster.proxy import read_balancing
 from kvbench.kube.cluster.workers import WorkerPods
 from kvbench.kube.manifests import ExperimentRef
 from kvbench.kube.objects import selector_string
@@ -24,6 +26,7 @@ from kvbench.runner.cluster.base import (
     ChildNames,
     Cluster,
     LoadState,
+    UrlEndpoint,
     WorkerInfo,
 )
 from kvbench.runner.cluster.caches import reset_prefix_caches
@@ -40,6 +43,10 @@ class KubernetesCluster(Cluster):
         self.workers = WorkerPods(self.api, experiment)
         self.arms = KubeArms(self.api, experiment)
         self.load = LoadJobs(self.api, experiment)
+        self.service_open = False
+        """The open arm is the Service: its endpoints are watched through each window."""
+        self.endpoints: EndpointWatch | None = None
+        """The watch of the window under way, from the load's start until its check."""
 
     def problems(self, spec: ExperimentSpec) -> list[str]:
         return kube_problems(spec)
@@ -94,13 +101,30 @@ class KubernetesCluster(Cluster):
     async def open_arm(
         self, spec: ExperimentSpec, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames
     ) -> ArmEndpoint:
-        return await self.arms.open(spec, arm, workers, names)
+        endpoint = await self.arms.open(spec, arm, workers, names)
+        self.service_open = arm.service is not None
+        if self.service_open and isinstance(endpoint, UrlEndpoint):
+            endpoint = endpoint.model_copy(update={"balancing": await read_balancing(self.api)})
+        return endpoint
 
     async def close_arm(self) -> None:
+        self._stop_watching()
+        self.service_open = False
         await self.arms.close()
 
     async def start_load(self, spec: ExperimentSpec, config: RunConfig, names: ChildNames) -> None:
+        if self.service_open and self.endpoints is None:
+            slices = EndpointSlices(self.api.client, self.exp.namespace, self.exp.service)
+            watch = EndpointWatch(slices)
+            await self.api.call(watch.start)
+            self.endpoints = watch
         await self.load.start(spec, config, names)
+
+    def _stop_watching(self) -> EndpointWatch | None:
+        watch, self.endpoints = self.endpoints, None
+        if watch is not None:
+            watch.stop()
+        return watch
 
     async def load_state(self, names: ChildNames) -> LoadState:
         return await self.load.state(names)
@@ -109,18 +133,28 @@ class KubernetesCluster(Cluster):
         return await self.load.wait(names, timeout)
 
     async def release_load(self, names: ChildNames, keep: bool) -> None:
+        self._stop_watching()
         await self.load.release(names, keep)
 
     async def check_workers(self, workers: list[WorkerInfo]) -> list[str]:
-        return await self.workers.check(workers)
+        watch = self._stop_watching()
+        lapses = watch.problems(workers) if watch is not None else {}
+        return await self.workers.check(workers, lapses)
+
+    async def check_arm(
+        self, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames
+    ) -> dict[str, int] | None:
+        return await self.arms.kv_events(arm, workers, names)
 
     async def worker_logs(self, worker: WorkerInfo) -> str:
         return await self.workers.logs(worker)
 
     async def detach(self) -> None:
+        self._stop_watching()
         self.arms.opened = None
 
     async def teardown(self, cleanup: Cleanup) -> None:
+        self._stop_watching()
         namespace = self.exp.namespace
         delete = self.api.objects.delete_labelled
         await self.api.call(

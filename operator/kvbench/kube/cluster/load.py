@@ -24,6 +24,16 @@ _STOP_WAIT = 20.0
 grace period is 5 s)."""
 
 
+def gpus_of(node: Any) -> dict[str, str]:
+    """A node's allocatable GPUs (`nvidia.com/gpu`, `amd.com/gpu`, ...), those above zero."""
+    allocatable = (node.status.allocatable or {}) if node.status else {}
+    return {
+        name: str(amount)
+        for name, amount in allocatable.items()
+        if name.endswith("/gpu") and str(amount) not in ("0", "")
+    }
+
+
 class LoadJobs:
     """One experiment's load-generator Jobs and what they leave."""
 
@@ -85,6 +95,47 @@ class LoadJobs:
                 )
         return LoadState(phase="running")
 
+    async def placement(self, names: ChildNames) -> dict[str, str] | None:
+        """The nodes of the attempt's load generator and of its run's router (if any), once
+        the load generator is placed (None before). Either on a node with GPUs fails the
+        attempt and stops its Job: their node affinity keeps them off the nodes GPU feature
+        discovery labels, but not off a GPU node without that label; its allocatable says."""
+        pods = [p for p in await self._pods(names) if p.spec.node_name]
+        if not pods:
+            return None
+        selector = selector_string(
+            {
+                **self.exp.selector("router"),
+                LABEL_RUN: str(names.index),
+                LABEL_ATTEMPT: str(names.attempt),
+            }
+        )
+        routers = await self.api.call(
+            self.api.core.list_namespaced_pod, self.exp.namespace, label_selector=selector
+        )
+        placed = [("loadGenerator", pods[0])]
+        placed += [("router", p) for p in routers.items if p.spec.node_name]
+        for role, pod in placed:
+            try:
+                node = await self.api.call(self.api.core.read_node, pod.spec.node_name)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                continue  # the node left the cluster: nothing to read
+            gpus = gpus_of(node)
+            if gpus:
+                await self.api.call(self.api.objects.delete, "Job", names.load, self.exp.namespace)
+                found = ", ".join(f"{n} {name}" for name, n in gpus.items())
+                what = "the load generator" if role == "loadGenerator" else "the router"
+                raise LoadFailed(
+                    f"{what} ({pod.metadata.name}) was placed on node {pod.spec.node_name}, "
+                    f"which has {found} allocatable: it would take CPU from the servers it "
+                    "measures. Label that node nvidia.com/gpu.present=true (GPU feature "
+                    "discovery does), or place the load generator with "
+                    "spec.loadGenerator.nodeSelector"
+                )
+        return {role: pod.spec.node_name for role, pod in placed}
+
     async def wait(self, names: ChildNames, timeout: float) -> bytes:
         deadline = time.monotonic() + timeout
         selector = selector_string(
@@ -113,7 +164,9 @@ class LoadJobs:
                 ):
                     return
 
+        placed = None
         while True:
+            placed = placed or await self.placement(names)
             state = await self.state(names)
             if state.phase == "succeeded":
                 assert state.document is not None

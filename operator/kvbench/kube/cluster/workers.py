@@ -31,6 +31,12 @@ _BIND_WAIT = 60.0
 """Seconds the capacity lock waits for new worker pods to be placed."""
 
 
+def _ready_since(pod: Any) -> datetime | None:
+    """When the pod's Ready condition last changed (for a Ready pod: when it became Ready)."""
+    conditions = pod.status.conditions if pod.status is not None else None
+    return next((c.last_transition_time for c in conditions or [] if c.type == "Ready"), None)
+
+
 class WorkerPods:
     """One experiment's worker StatefulSets and their pods."""
 
@@ -199,7 +205,8 @@ class WorkerPods:
 
     async def _info(self, pod: Any, engine: EngineSpec) -> WorkerInfo:
         status = pod.status
-        ready_at = next(c.last_transition_time for c in status.conditions if c.type == "Ready")
+        ready_at = _ready_since(pod)
+        assert ready_at is not None, "a Ready pod"
         created: datetime = pod.metadata.creation_timestamp
         container = (status.container_statuses or [None])[0]
         base = f"http://{status.pod_ip}:{engine.port}"
@@ -215,6 +222,7 @@ class WorkerPods:
             metrics_url=f"{base}/metrics",
             kv_cache_tokens=await self._kv_tokens(pod, engine.port),
             startup_seconds=round((ready_at - created).total_seconds(), 3),
+            ready_at=ready_at,
         )
 
     async def external(self, arm: RoutingArm) -> list[WorkerInfo]:
@@ -243,14 +251,20 @@ class WorkerPods:
                     base_url=base,
                     metrics_url=f"{base}/metrics",
                     kv_cache_tokens=await self._kv_tokens(pod, port),
+                    ready_at=_ready_since(pod),
                 )
             )
         if not workers:
             raise WorkersNotReady({"external": f"no Ready pod matches {arm.external.pod_selector}"})
         return workers
 
-    async def check(self, workers: list[WorkerInfo]) -> list[str]:
-        """Which of `workers` restarted, were replaced, are gone or not Ready."""
+    async def check(
+        self, workers: list[WorkerInfo], lapses: dict[str, str] | None = None
+    ) -> list[str]:
+        """Which of `workers` restarted, were replaced, are gone, not Ready, lapsed from the
+        Service's endpoints (`lapses`, by worker, from the window's watch), or were not Ready
+        for a while since they became Ready (their Ready condition changed since then: seen
+        even where no one watched, as by an operator restarted meanwhile); one line each."""
         if not workers:
             return []
         pods = await self.api.call(
@@ -271,6 +285,13 @@ class WorkerPods:
                 problems.append(f"{worker.name}: restarted {restarts - worker.restart_count}x")
             elif not ready(pod):
                 problems.append(f"{worker.name}: not Ready")
+            elif lapses and worker.name in lapses:
+                problems.append(f"{worker.name}: {lapses[worker.name]}")
+            elif (since := _ready_since(pod)) and worker.ready_at and since > worker.ready_at:
+                problems.append(
+                    f"{worker.name}: was not Ready for a while (Ready at "
+                    f"{worker.ready_at:%H:%M:%S}, again since {since:%H:%M:%S} UTC)"
+                )
         return problems
 
     async def logs(self, worker: WorkerInfo) -> str:

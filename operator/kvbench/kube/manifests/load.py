@@ -1,15 +1,14 @@
 """The load generator of one run attempt: its config, result ConfigMaps, access, and Job."""
 
-from typing import Any
-
 from kvbench.api import ExperimentSpec
+from kvbench.api.execution import LOADGEN_REQUESTS
 from kvbench.kube.manifests.common import (
-    GPU_PRESENT,
     LABEL_ATTEMPT,
     LABEL_RUN,
     ExperimentRef,
     Manifest,
     container_security,
+    gpu_free_affinity,
     kube_name,
     placement,
     pod_security,
@@ -19,24 +18,6 @@ from kvbench.kube.manifests.common import (
 )
 from kvbench.loadgen.config import RunConfig
 from kvbench.runner.cluster.base import ChildNames
-
-
-def _gpu_free_affinity() -> dict[str, Any]:
-    """Never on a GPU node (as GPU feature discovery labels them): the client must not
-    compete with the servers it measures."""
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": GPU_PRESENT, "operator": "NotIn", "values": ["true"]}
-                        ]
-                    }
-                ]
-            }
-        }
-    }
 
 
 def load_objects(
@@ -103,12 +84,12 @@ def load_job(
     names: ChildNames,
     result_names: list[str],
 ) -> Manifest:
-    """The attempt's Job: `kvbench loadgen` on a GPU-less node, its result written into the
-    result ConfigMaps the moment it ends, whoever watches."""
+    """The attempt's Job: `kvbench loadgen` on a GPU-less node (the client must not compete
+    with the servers it measures, whatever placement the spec adds), its result written into
+    the result ConfigMaps the moment it ends, whoever watches."""
     generator = spec.load_generator
     pod_placement = placement(generator)
-    if "affinity" not in pod_placement:
-        pod_placement["affinity"] = _gpu_free_affinity()
+    pod_placement["affinity"] = gpu_free_affinity(generator.affinity)
     extra = {LABEL_RUN: str(names.index), LABEL_ATTEMPT: str(names.attempt)}
     out = f"{exp.namespace}/" + ",".join(result_names)
     return {
@@ -138,7 +119,9 @@ def load_job(
                                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}},
                                 }
                             ],
-                            "resources": resources(generator.resources),
+                            "resources": resources(
+                                generator.resources.with_defaults(LOADGEN_REQUESTS)
+                            ),
                             "securityContext": container_security(read_only_root=True),
                             "volumeMounts": [
                                 {"name": "config", "mountPath": "/config", "readOnly": True},

@@ -6,11 +6,12 @@ what it left behind (a resumed runner asks it, it never remembers for it).
 """
 
 from abc import ABC, abstractmethod
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
+from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm, ServiceBalancing
 from kvbench.loadgen.config import RunConfig
 
 __all__ = [
@@ -44,6 +45,9 @@ class WorkerInfo(BaseModel):
         None, description="KV cache size the engine was given, for engines that report none"
     )
     startup_seconds: float | None = None
+    ready_at: datetime | None = Field(
+        None, description="When the pod turned Ready: a later transition means it flipped"
+    )
 
 
 class UrlEndpoint(BaseModel):
@@ -52,6 +56,7 @@ class UrlEndpoint(BaseModel):
     kind: Literal["url"] = "url"
     arm: str
     url: str
+    balancing: ServiceBalancing | None = Field(None, description="A Service arm's balancing")
 
 
 class PodsEndpoint(BaseModel):
@@ -180,6 +185,14 @@ class Cluster(ABC):
     async def check_workers(self, workers: list[WorkerInfo]) -> list[str]:
         """Which of `workers` restarted, were replaced or are gone since they became ready
         (empty: every one is the same server start as then)."""
+
+    @abstractmethod
+    async def check_arm(
+        self, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames
+    ) -> dict[str, int] | None:
+        """The KV event batches the arm's router received from each of `workers` (by name)
+        since it started, read after the window; None for an arm that follows no KV events
+        (all but a kv_aware router)."""
 
     @abstractmethod
     async def worker_logs(self, worker: WorkerInfo) -> str:

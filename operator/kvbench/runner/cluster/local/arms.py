@@ -6,19 +6,19 @@ router           the real vllm-router (from PyPI) started in front of the worker
 prefix-affinity  nothing: the load generator hashes each prefix group to one worker
 
 vllm-router's `kv_aware` policy follows the workers' caches through their vLLM KV events: it
-subscribes to each worker's ZMQ publisher (`--kv-event-source URL=ENDPOINT`, which the workers
-report in `/version`, see `workers.py`) and learns a request's token ids from the workers'
-`/tokenize`. It needs no tokenizer or model files of its own.
+subscribes to each worker's ZMQ publisher (`--kv-event-source URL=ENDPOINT`, where the back end
+told the worker to publish and registered it, see `workers.py`; simulated and real vLLM workers
+alike) and learns a request's token ids from the workers' `/tokenize`. It needs no tokenizer or
+model files of its own.
 """
 
 import asyncio
+import os
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
-
-import httpx
 
 from kvbench.api.routing import RouterArm, RoutingArm
 from kvbench.procs import free_port
@@ -29,6 +29,7 @@ from kvbench.runner.cluster.base import (
     UrlEndpoint,
     WorkerInfo,
 )
+from kvbench.runner.cluster.kv_events import KvEventFeed, router_log_filter
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.children import Child, LocalChildren
 from kvbench.runner.cluster.local.service import service_command
@@ -62,26 +63,26 @@ class KvEventSources:
     model: str
 
 
-async def kv_event_sources(workers: list[WorkerInfo]) -> KvEventSources:
-    """Ask each worker (`/version`, `/v1/models`) where its KV events are published."""
+def kv_event_sources(workers: list[WorkerInfo], children: LocalChildren) -> KvEventSources:
+    """Where each worker publishes KV events, as registered when it was started (this start of
+    it: the uid must match)."""
     endpoints: dict[str, str] = {}
-    block_sizes: set[int] = set()
-    async with httpx.AsyncClient() as client:
-        for worker in workers:
-            info = (await client.get(f"{worker.base_url}/version", timeout=5.0)).json()
-            sim = info.get("kvbench_sim") or {}
-            endpoint = sim.get("kv_events_endpoint")
-            if not endpoint:
-                raise RuntimeError(
-                    f"worker {worker.name} publishes no KV events, which vllm-router's kv_aware "
-                    "policy follows; start it with --kv-events-config"
-                )
-            endpoints[worker.base_url] = endpoint
-            block_sizes.add(int(sim["block_size"]))
-        models = (await client.get(f"{workers[0].base_url}/v1/models", timeout=5.0)).json()
-    if len(block_sizes) != 1:
-        raise RuntimeError(f"kv_aware needs one block size across workers, got {block_sizes}")
-    return KvEventSources(endpoints, block_sizes.pop(), models["data"][0]["id"])
+    identities: set[tuple[int, str]] = set()
+    for worker in workers:
+        child = children.get(worker.name)
+        if child is None or child.uid != worker.uid or child.kv_events is None:
+            raise RuntimeError(
+                f"worker {worker.name}: no KV-event publisher is registered for this start of "
+                "it, and vllm-router's kv_aware policy follows the workers' KV events"
+            )
+        endpoints[worker.base_url] = child.kv_events.endpoint
+        identities.add((child.kv_events.block_size, child.kv_events.model))
+    if len(identities) != 1:
+        raise RuntimeError(
+            f"kv_aware needs one block size and model across workers, got {sorted(identities)}"
+        )
+    [(block_size, model)] = identities
+    return KvEventSources(endpoints, block_size, model)
 
 
 def router_command(
@@ -99,13 +100,11 @@ def router_command(
     if arm.policy == "kv_aware":
         if kv_events is None:
             raise RuntimeError("vllm-router's kv_aware policy needs the workers' KV event sources")
-        for worker in workers:
-            kv_args += [
-                "--kv-event-source",
-                f"{worker.base_url}={kv_events.endpoints[worker.base_url]}",
-            ]
-        kv_args += ["--kv-event-block-size", str(kv_events.block_size)]
-        kv_args += ["--kv-event-model", kv_events.model]
+        endpoints = {w.base_url: kv_events.endpoints[w.base_url] for w in workers}
+        feed = KvEventFeed(
+            endpoints=endpoints, block_size=kv_events.block_size, model=kv_events.model
+        )
+        kv_args = feed.router_args()
     return [
         router_binary(),
         "--host",
@@ -157,12 +156,16 @@ async def open_local_arm(
     if arm.router is not None:
         host = block.address()
         port, metrics_port = free_port(host), free_port(host)
-        kv_events = await kv_event_sources(workers) if arm.router.policy == "kv_aware" else None
+        kv_aware = arm.router.policy == "kv_aware"
+        kv_events = kv_event_sources(workers, children) if kv_aware else None
+        # kv_aware: the log counts the KV event batches the router receives (`check_arm`).
+        log_filter = {"RUST_LOG": router_log_filter(arm.router.extra_args)} if kv_aware else {}
         child = children.spawn(
             names.arm,
             "arm",
             router_command(arm.router, workers, host, port, metrics_port, kv_events),
             log_dir / f"{names.arm}.log",
+            env={**os.environ, **log_filter},
             owner=names.prefix,
         )
         await wait_serving(children, child, f"http://{host}:{port}/health", timeout)

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
+from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm, ServiceBalancing
 from kvbench.loadgen.config import RunConfig
 from kvbench.runner.cluster.base import (
     ArmEndpoint,
@@ -20,9 +20,11 @@ from kvbench.runner.cluster.base import (
     Cluster,
     DynamoEndpoint,
     LoadState,
+    UrlEndpoint,
     WorkerInfo,
 )
 from kvbench.runner.cluster.caches import reset_prefix_caches
+from kvbench.runner.cluster.kv_events import kv_event_batches
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
 from kvbench.runner.cluster.local.arms import open_local_arm
 from kvbench.runner.cluster.local.children import LocalChildren
@@ -35,7 +37,13 @@ from kvbench.runner.failures import LoadFailed, WorkersNotReady
 if TYPE_CHECKING:
     from kvbench.dynamo import DynamoDeployment
 
-__all__ = ["LocalCluster"]
+__all__ = ["LOCAL_BALANCING", "LocalCluster"]
+
+LOCAL_BALANCING = ServiceBalancing(
+    mode="local-random",
+    source="kvbench run's Service stand-in: a seeded random worker per connection",
+)
+"""What balances a local Service arm (`service.py`), recorded as kube-proxy's mode is."""
 
 
 class LocalCluster(Cluster):
@@ -177,7 +185,7 @@ class LocalCluster(Cluster):
             return DynamoEndpoint(
                 arm=arm.name, url=self._dynamo.base_url, worker_ids=dict(self._dynamo_ids)
             )
-        return await open_local_arm(
+        endpoint = await open_local_arm(
             arm,
             workers,
             self.block,
@@ -187,6 +195,9 @@ class LocalCluster(Cluster):
             spec.timeouts.workers_ready_seconds,
             f"{spec.load.seed}/{arm.name}/r{names.index}",
         )
+        if arm.service is not None and isinstance(endpoint, UrlEndpoint):
+            endpoint = endpoint.model_copy(update={"balancing": LOCAL_BALANCING})
+        return endpoint
 
     async def close_arm(self) -> None:
         await asyncio.gather(*(self.children.stop(c) for c in self.children.all("arm")))
@@ -219,6 +230,17 @@ class LocalCluster(Cluster):
             elif not self.children.alive(child):
                 problems.append(f"{worker.name}: exited during the run:\n{child.log_tail(10)}")
         return problems
+
+    async def check_arm(
+        self, arm: RoutingArm, workers: list[WorkerInfo], names: ChildNames
+    ) -> dict[str, int] | None:
+        if arm.router is None or arm.router.policy != "kv_aware":
+            return None
+        router = self.children.get(names.arm)
+        if router is None:
+            raise RuntimeError(f"{names.arm}: the router is gone, its KV events uncounted")
+        log = await asyncio.to_thread(router.log_path.read_text, errors="replace")
+        return kv_event_batches(log, workers)
 
     async def worker_logs(self, worker: WorkerInfo) -> str:
         child = self.children.get(worker.name)

@@ -7,11 +7,20 @@ environment, and `CUDA_VISIBLE_DEVICES` when `--gpus` spreads workers over GPUs.
 generator runs on the wall clock. What belongs to the machine, not to the experiment, is
 `VllmOptions`: the server's command, the GPUs, and for a machine without the Hub a directory
 of local model copies plus extra flags (`--load-format dummy` over a config and a tokenizer).
+
+Two things workers on one machine need that a pod does not: a port range of its own (vLLM
+opens ports besides --port, torch.distributed's store even on one GPU, from `VLLM_PORT` up or
+wherever the kernel says, and workers started together would race for them: `VllmPorts`),
+and the defaults a missing optional package needs (`missing_package_defaults`), which each
+worker's record names.
 """
 
 import importlib.util
+import random
 import shutil
+import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -22,7 +31,21 @@ from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerProcess,
 from kvbench.runner.cluster.local.preflight import shared_problems
 from kvbench.runner.cluster.local.workers import engine_env
 
-__all__ = ["VllmLauncher", "VllmOptions", "default_vllm_command", "local_model"]
+__all__ = [
+    "VllmLauncher",
+    "VllmOptions",
+    "VllmPorts",
+    "default_vllm_command",
+    "local_model",
+    "missing_package_defaults",
+]
+
+PORT_SPAN = 16
+"""Ports per worker from its VLLM_PORT up: vLLM takes the first free one from there for each
+port it opens (one for a single GPU's torch.distributed store, more with parallelism)."""
+_PORT_WINDOW = range(20000, 32768)
+"""Below Linux's ephemeral ports (32768-60999 by default), which the kernel hands out to
+`free_port` and to connections: none of those lands in a block after it was found free."""
 
 
 def default_vllm_command() -> list[str] | None:
@@ -67,6 +90,50 @@ class VllmOptions(BaseModel):
         return words
 
 
+def missing_package_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """What vLLM needs set when an optional package it would import is not installed here
+    (as `bench/real_vs_sim.py` sets it), unless `env` sets it already: its sampler imports
+    flashinfer unless VLLM_USE_FLASHINFER_SAMPLER=0, and fails every start without it."""
+    defaults = {}
+    if importlib.util.find_spec("flashinfer") is None:
+        defaults["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+    return {name: value for name, value in defaults.items() if name not in env}
+
+
+def _port_free(port: int) -> bool:
+    """Whether `port` can be bound on every address, as vLLM binds its ports."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
+class VllmPorts:
+    """A VLLM_PORT per worker whose block of `PORT_SPAN` ports was free when handed out, taken
+    in turn from a ring of blocks, so that workers started together never pick the same port
+    (vLLM finds a port free, lets it go, and binds it later). A block comes round again only
+    after every other one, when its worker has long bound its ports, or is gone."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._bases = range(_PORT_WINDOW.start, _PORT_WINDOW.stop - PORT_SPAN + 1, PORT_SPAN)
+        # A random first block: two runners on one machine rarely try the same blocks.
+        self._next = (rng or random.Random()).randrange(len(self._bases))
+
+    def take(self) -> int:
+        """The base of the next block whose ports are all free."""
+        for _ in self._bases:
+            base = self._bases[self._next]
+            self._next = (self._next + 1) % len(self._bases)
+            if all(_port_free(port) for port in range(base, base + PORT_SPAN)):
+                return base
+        raise RuntimeError(
+            f"no {PORT_SPAN} free ports in a row between {_PORT_WINDOW.start} and "
+            f"{_PORT_WINDOW.stop - 1} for a worker's VLLM_PORT"
+        )
+
+
 def _flag(arg: str) -> str:
     """`--no-enable-x=...` -> `--enable-x`: the setting a flag names, either spelling."""
     name = arg.split("=", 1)[0]
@@ -83,6 +150,9 @@ class VllmLauncher(WorkerLauncher):
     def __init__(self, options: VllmOptions | None = None) -> None:
         self.options = options or VllmOptions()
         self.command = self.options.command or default_vllm_command()
+        self.ports = VllmPorts()
+        self._defaults: dict[str, dict[str, str]] = {}
+        """The defaults each worker got (`missing_package_defaults`), by base URL."""
 
     def problems(self, spec: ExperimentSpec) -> list[str]:
         problems = shared_problems(spec)
@@ -92,12 +162,6 @@ class VllmLauncher(WorkerLauncher):
                 problems.append(
                     f"{where}.dynamo: a Dynamo arm runs Dynamo's own workers (dynamo.mocker), "
                     "not vLLM: drop the arm, or run with --engine sim"
-                )
-            if arm.router is not None and arm.router.policy == "kv_aware":
-                problems.append(
-                    f"{where}.router.policy: kv_aware follows the workers' KV events, which the "
-                    "local back end finds in the simulator's /version; vLLM does not say "
-                    "there: use another policy, or run with --engine sim"
                 )
         for variant, engine in spec.engines().items():
             problems += self._engine_problems(variant, engine)
@@ -119,7 +183,11 @@ class VllmLauncher(WorkerLauncher):
                 f"{variant}): --gpus gives each worker one GPU; leave it out to let the "
                 "workers see every GPU"
             )
-        own = {_flag(a) for a in [*engine.vllm_args()[1:], "--host"] if a.startswith("--")}
+        own = {
+            _flag(a)
+            for a in [*engine.vllm_args()[1:], "--host", "--kv-events-config"]
+            if a.startswith("--")
+        }
         if self.options.model_dir is not None:
             own.add("--served-model-name")
         for arg in self.options.extra_args:
@@ -153,15 +221,24 @@ class VllmLauncher(WorkerLauncher):
                 args += ["--served-model-name", engine.model]
         argv = [*self.command, model, *args, "--host", host, *self.options.extra_args]
         env = engine_env(engine)
+        defaults = missing_package_defaults(env)
+        self._defaults[f"http://{host}:{port}"] = defaults
+        env |= defaults
+        env["VLLM_PORT"] = str(self.ports.take())
         if self.options.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.options.gpus[slot.ordinal % len(self.options.gpus)]
         return WorkerProcess(argv=argv, env=env)
 
     async def image(self, client: httpx.AsyncClient, base_url: str) -> str:
-        """`vllm <version>` from the server's /version."""
+        """`vllm <version>` from the server's /version, and the defaults kvbench gave it."""
         try:
             response = await client.get(f"{base_url}/version", timeout=5.0)
             version = response.json().get("version") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             version = None
-        return f"vllm {version or '(version unknown)'}"
+        image = f"vllm {version or '(version unknown)'}"
+        defaults = self._defaults.get(base_url)
+        if defaults:
+            set_here = ", ".join(f"{name}={value}" for name, value in sorted(defaults.items()))
+            image += f" (kvbench set {set_here}: a package it needs is not installed)"
+        return image

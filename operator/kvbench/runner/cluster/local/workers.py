@@ -5,13 +5,15 @@ vLLM (`vllm_workers.py`).
 The simulator takes the variant's vLLM arguments unchanged, plus the simulator-only flags
 (timing profile, GPU memory, time scale, seed), and the engine's environment, so a variant
 means the same thing here as on a GPU cluster. When a `kv_aware` router arm will follow the
-workers' caches, each worker also publishes vLLM KV events on its own loopback address (port
-chosen by the OS; `/version` tells the router's arm where, see `arms.py`).
+workers' caches, every worker, simulated or not, also publishes vLLM KV events on a port of
+its own that the back end picks and registers with the worker (`children.py`), which is where
+the router's arm finds it (`arms.py`).
 """
 
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -23,10 +25,17 @@ from kvbench.loadgen.counters import parse_metrics
 from kvbench.procs import free_port
 from kvbench.runner.cluster.base import WorkerInfo
 from kvbench.runner.cluster.local.addresses import LoopbackBlock
-from kvbench.runner.cluster.local.children import Child, LocalChildren
+from kvbench.runner.cluster.local.children import Child, KvEventSource, LocalChildren
 from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerSlot
 
-__all__ = ["engine_env", "sim_command", "start_worker", "wait_serving"]
+__all__ = [
+    "engine_env",
+    "kv_events_args",
+    "sim_command",
+    "start_worker",
+    "wait_serving",
+    "worker_kv_events",
+]
 
 
 def _needs_kv_events(spec: ExperimentSpec) -> bool:
@@ -55,15 +64,45 @@ def sim_command(
     args = engine.model_copy(update={"port": port}).vllm_args()
     command = [sys.executable, "-m", "kvbench", "sim", "serve", *args, "--host", host]
     command += ["--worker-id", name, "--seed", str(seed), *spec.simulator.flags(pool)]
-    if _needs_kv_events(spec):
-        events = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://{host}:*"}
-        command += ["--kv-events-config", json.dumps(events)]
     return command
 
 
+def worker_kv_events(
+    spec: ExperimentSpec, engine: EngineSpec, host: str, taken: set[int]
+) -> KvEventSource | None:
+    """Where a worker at `host` publishes KV events, when an arm routes on them: a port free
+    on every address (the publisher binds them all) and not in `taken` (other workers' ports
+    not bound yet), the engine's block size and its served model name."""
+    if not _needs_kv_events(spec):
+        return None
+    port = free_port("0.0.0.0")
+    while port in taken:
+        port = free_port("0.0.0.0")
+    model = engine.served_model_name or engine.model
+    return KvEventSource(host=host, port=port, block_size=engine.block_tokens, model=model)
+
+
+def kv_events_args(source: KvEventSource) -> list[str]:
+    """The flag that makes vLLM (or the simulator, which reads it the same way) publish there."""
+    config = {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": source.bind_endpoint,
+    }
+    return ["--kv-events-config", json.dumps(config)]
+
+
+def _ended(code: int | None) -> str:
+    """How a process ended: its exit code, or the signal that killed it (the OOM killer's)."""
+    if code is not None and code < 0:
+        return f"was killed by signal {-code} ({signal.strsignal(-code)})"
+    return f"exited with code {code}"
+
+
 async def wait_serving(children: LocalChildren, child: Child, url: str, timeout: float) -> None:
-    """Return once `url` answers 200; raise with the process's log tail if it exits first
-    (RuntimeError) or does not answer within `timeout` seconds (TimeoutError)."""
+    """Return once `url` answers 200; raise naming the process's log, with its last meaningful
+    lines, if it exits first (RuntimeError) or does not answer within `timeout` seconds
+    (TimeoutError)."""
     started = time.monotonic()
     async with httpx.AsyncClient() as client:
         while True:
@@ -73,13 +112,14 @@ async def wait_serving(children: LocalChildren, child: Child, url: str, timeout:
             except httpx.HTTPError:
                 pass
             if not children.alive(child):
-                code = children.exit_code(child)
                 raise RuntimeError(
-                    f"{child.name} exited (code {code}) before serving:\n{child.log_tail(15)}"
+                    f"{child.name} {_ended(children.exit_code(child))} before serving; the end "
+                    f"of its log {child.log}:\n{child.log_tail(15)}"
                 )
             if time.monotonic() - started > timeout:
                 raise TimeoutError(
-                    f"{child.name} not serving {url} within {timeout:g} s:\n{child.log_tail(15)}"
+                    f"{child.name} not serving {url} within {timeout:g} s; the end of its log "
+                    f"{child.log}:\n{child.log_tail(15)}"
                 )
             await asyncio.sleep(0.1)
 
@@ -94,15 +134,24 @@ async def start_worker(
     log_dir: Path,
     timeout: float,
 ) -> WorkerInfo:
-    """Start one worker (registered at once, so a cancelled start is still stopped by the
-    teardown) and return it once `/health` answers, with the KV size its `/metrics` reports
-    (none when it reports none: the configured size is never passed off as measured)."""
+    """Start one worker (registered at once, with where it publishes KV events, so a cancelled
+    start is still stopped by the teardown) and return it once `/health` answers, with the KV
+    size its `/metrics` reports (none when it reports none: the configured size is never
+    passed off as measured)."""
     host = block.address()
     port = free_port(host)
     started = time.monotonic()
     process = launcher.process(spec, engine, slot, host, port)
+    taken = {c.kv_events.port for c in children.all("worker") if c.kv_events is not None}
+    kv_events = worker_kv_events(spec, engine, host, taken | {port})
+    argv = process.argv if kv_events is None else [*process.argv, *kv_events_args(kv_events)]
     child = children.spawn(
-        slot.name, "worker", process.argv, log_dir / f"{slot.name}.log", env=process.env
+        slot.name,
+        "worker",
+        argv,
+        log_dir / f"{slot.name}.log",
+        env=process.env,
+        kv_events=kv_events,
     )
     base = f"http://{host}:{port}"
     await wait_serving(children, child, f"{base}/health", timeout)
