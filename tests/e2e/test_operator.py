@@ -132,10 +132,10 @@ def test_article_002_scaled_down_survives_operator_restarts(
     assert tables(from_cluster.stdout) == tables(from_directory.stdout)
 
 
-def test_service_router_and_affinity_on_one_seed(
+def test_service_routers_and_affinity_on_one_seed(
     cluster: TestCluster, namespace: str, operator: dict
 ) -> None:
-    name = "three-arms"
+    name = "four-arms"
     document = article_002_document(name, [12], trials=1)
     document["spec"]["workers"] = [{"name": "gpu", "replicas": 3, "nodeSelector": GPU,
                                     "simulation": {"profile": "qwen3-0.6b-24gb"}}]  # fmt: skip

@@ -35,6 +35,8 @@ _ROUTER_FLAGS = frozenset(
         "--prometheus-host",
         "--prometheus-port",
         "--kv-event-source",
+        "--kv-event-block-size",
+        "--kv-event-model",
     }
 )
 

@@ -182,6 +182,22 @@ CASES: list[Case] = [
         ("cache_aware", "workload.promptFormat"),
     ),
     Case(
+        "router-kv-event-flag",
+        _value(
+            "spec.routing.0",
+            {
+                "name": "r",
+                "router": {"policy": "round_robin", "extraArgs": ["--kv-event-model", "m"]},
+            },
+            {
+                "name": "r",
+                "router": {"policy": "round_robin", "extraArgs": ["--cache-threshold", "0.5"]},
+            },
+        ),
+        "spec.routing[0].router.extraArgs",
+        ("--kv-event-model", "kvbench sets it"),
+    ),
+    Case(
         "external-no-selector",
         _value(
             "spec.routing.0",
