@@ -80,6 +80,9 @@ def test_a_load_is_collected_and_workers_check_clean(backend: Backend) -> None:
         document = await cluster.wait_load(_names(), 120)
         assert document[:2] == b"\x1f\x8b", "the result document, compressed"
         assert (await cluster.load_state(_names())).phase == "succeeded"
+        placement = await cluster.load_placement(experiment.spec.routing[0], _names())
+        assert placement is not None and placement.load_generator, "the node it ran on"
+        assert placement.router is None, "a Service arm has no router"
         assert await cluster.check_workers(workers) == []
         await cluster.release_load(_names(), keep=False)
         await cluster.teardown(Cleanup())

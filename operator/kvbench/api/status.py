@@ -5,10 +5,12 @@ run, the last finished run's figures, the aggregate, where the full records are)
 record, per pod, lives in the results store (`RunRecord`).
 """
 
+import re
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kvbench.api.base import ApiModel
 from kvbench.api.load import Point
@@ -19,6 +21,7 @@ __all__ = [
     "Condition",
     "ConditionType",
     "CurrentRun",
+    "EngineEnvDefault",
     "ExperimentPhase",
     "ExperimentProgress",
     "ExperimentStatus",
@@ -26,6 +29,7 @@ __all__ = [
     "PodFigures",
     "PodResult",
     "ResultsLocation",
+    "RunPlacement",
     "RunRecord",
     "RunSummary",
     "ServiceBalancing",
@@ -69,6 +73,21 @@ class Condition(ApiModel):
     observed_generation: int | None = None
 
 
+class EngineEnvDefault(ApiModel):
+    """An environment variable kvbench set on a server start, which neither the experiment
+    nor the user set, and why (a package the engine would import is missing, ...)."""
+
+    value: str
+    reason: str = Field(..., description="Why kvbench set it, e.g. flashinfer is not installed")
+
+
+_LEGACY_DEFAULTS = re.compile(
+    r"^(?P<image>.*) \(kvbench set (?P<set>[^:()]+): (?P<reason>[^()]*)\)$"
+)
+"""How records before `engineEnvDefaults` named them: appended to the image, e.g. `vllm 0.25.0
+(kvbench set VLLM_USE_FLASHINFER_SAMPLER=0: a package it needs is not installed)`."""
+
+
 class PodResult(ApiModel):
     """One worker pod over one run's measured window, and what that pod was."""
 
@@ -76,7 +95,15 @@ class PodResult(ApiModel):
     uid: str | None = Field(None, description="Pod UID (local: one per process start)")
     node: str | None = None
     address: str | None = None
-    image: str | None = None
+    image: str | None = Field(
+        None,
+        description="What the server is, as measured: the container image its pod status "
+        "reported, or the engine and the version it reported (local)",
+    )
+    engine_env_defaults: dict[str, EngineEnvDefault] = Field(
+        default_factory=dict,
+        description="Environment variables kvbench set on this server start, by name, with why",
+    )
     gpu_product: str | None = None
     gpu_index: str | None = None
     restart_count: int | None = Field(None, description="Container restarts at the window's end")
@@ -93,6 +120,30 @@ class PodResult(ApiModel):
     requests: float = Field(0, description="Successful requests in the window")
     prompt_tokens: float = 0
     generation_tokens: float = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_image_note(cls, data: Any) -> Any:
+        """A record written before `engineEnvDefaults` existed names them in its image: read
+        them out of it, so that `image` is the version alone."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("engineEnvDefaults") or data.get("engine_env_defaults"):
+            return data
+        image = data.get("image")
+        found = _LEGACY_DEFAULTS.match(image) if isinstance(image, str) else None
+        if found is None:
+            return data
+        pairs = [p.strip().split("=", 1) for p in found["set"].split(",")]
+        if not all(len(p) == 2 and p[0] for p in pairs):
+            return data
+        reason = found["reason"].strip()
+        data = {
+            k: v for k, v in data.items() if k not in ("engineEnvDefaults", "engine_env_defaults")
+        }
+        data["image"] = found["image"]
+        data["engineEnvDefaults"] = {n: {"value": v, "reason": reason} for n, v in pairs}
+        return data
 
 
 class RunSummary(ApiModel):
@@ -157,6 +208,14 @@ class ServiceBalancing(ApiModel):
         return "unknown"
 
 
+class RunPlacement(ApiModel):
+    """Where a run's load generator and its router ran: the nodes, which must not be the
+    workers' GPU nodes (`local` for `kvbench run`'s processes, as its workers' node is)."""
+
+    load_generator: str | None = Field(None, description="The load generator's node")
+    router: str | None = Field(None, description="A router arm: the router's node")
+
+
 class RunRecord(ApiModel):
     """One planned run's outcome: its figures, or (`error` set) why it failed for good."""
 
@@ -184,6 +243,9 @@ class RunRecord(ApiModel):
         None,
         description="A kv_aware router arm: the KV event batches the router received from each "
         "worker pod since it started",
+    )
+    placement: RunPlacement | None = Field(
+        None, description="The nodes of the load generator and (router arms) the router"
     )
 
 

@@ -1,11 +1,17 @@
 """What an experiment ran, in the words a reader checks a figure against: the model, the
 engine flags that change the answer, the hardware (or the simulator's profile), the workload's
 shape, the seed and the digest of the requests sent. The same facts, as a dict, are what
-`kvbench compare` holds two sides to, with how the Service arms balanced (kube-proxy's mode)."""
+`kvbench compare` holds two sides to, with how the Service arms balanced (kube-proxy's mode).
+
+What ran is what the records say (each server start's image or version, the variables
+kvbench set on it, the nodes of the load generator and the router), never what the experiment
+configured: a local `--engine vllm` run serves whatever vLLM is installed, whatever
+`spec.engine.image` says."""
 
 import hashlib
+from collections import Counter
 
-from kvbench.api import EngineSpec, ExperimentSpec, RunRecord, ServiceBalancing
+from kvbench.api import EngineSpec, ExperimentSpec, PodResult, RunRecord, ServiceBalancing
 from kvbench.api.workload import Length
 
 __all__ = [
@@ -99,6 +105,54 @@ def _hardware(spec: ExperimentSpec, records: list[RunRecord]) -> str:
     return f"{spec.total_workers} workers: {', '.join(pools)}; {where}"
 
 
+def _server_starts(records: list[RunRecord]) -> list[tuple[str, PodResult]]:
+    """Every server start these runs measured, once, with its variant: a start that served
+    several runs (workers kept between runs) has one UID; a pod without one counts per run."""
+    starts: dict[str, tuple[str, PodResult]] = {}
+    for r in records:
+        for p in r.pods:
+            starts.setdefault(p.uid or f"{r.id}/{p.pod}", (r.variant, p))
+    return list(starts.values())
+
+
+def _starts(n: int) -> str:
+    return f"{n} server start{'' if n == 1 else 's'}"
+
+
+def _engine_line(spec: ExperimentSpec, records: list[RunRecord]) -> str:
+    """What the servers were, as each start recorded it (its pod's image on a cluster, the
+    version it reported locally), with how many starts each; the configured image is named
+    only beside a recorded one it matches."""
+    configured = {variant: engine.image for variant, engine in spec.engines().items()}
+    counts: Counter[str | None] = Counter()
+    as_configured: set[str] = set()
+    for variant, pod in _server_starts(records):
+        counts[pod.image] += 1
+        if pod.image is not None and pod.image == configured.get(variant):
+            as_configured.add(pod.image)
+    if not counts:
+        return "engine not recorded (no server start was measured)"
+    parts = []
+    for image, n in sorted(counts.items(), key=lambda item: (item[0] is None, item[0] or "")):
+        what = "not recorded" if image is None else image
+        note = ", the configured image" if image in as_configured else ""
+        parts.append(f"{what} ({_starts(n)}{note})")
+    return "engine as the servers reported it: " + ", ".join(parts)
+
+
+def _engine_env_lines(records: list[RunRecord]) -> list[str]:
+    """Each variable kvbench set on server starts of its own accord, on how many, and why."""
+    starts = _server_starts(records)
+    found: Counter[tuple[str, str, str]] = Counter()
+    for _, pod in starts:
+        for name, default in pod.engine_env_defaults.items():
+            found[(name, default.value, default.reason)] += 1
+    return [
+        f"kvbench set {name}={value} on {n} of {_starts(len(starts))}: {reason}"
+        for (name, value, reason), n in sorted(found.items())
+    ]
+
+
 def kv_sizes(records: list[RunRecord]) -> list[int]:
     """Every KV cache size (tokens) a worker reported in these runs."""
     return sorted({p.kv_cache_tokens for r in records for p in r.pods if p.kv_cache_tokens})
@@ -108,7 +162,7 @@ def _kv_line(records: list[RunRecord]) -> str:
     sizes = kv_sizes(records)
     if not sizes:
         return "KV cache per worker: not reported"
-    starts = sum(1 for r in records for p in r.pods if p.kv_cache_tokens)
+    starts = sum(1 for _, p in _server_starts(records) if p.kv_cache_tokens)
     if len(sizes) == 1:
         return f"KV cache per worker: {sizes[0]:,} tokens in all {starts} server starts"
     return f"KV cache per worker: {sizes[0]:,}-{sizes[-1]:,} tokens over {starts} server starts"
@@ -151,11 +205,43 @@ def _balancing_lines(records: list[RunRecord]) -> list[str]:
     return lines
 
 
+def _runs(n: int) -> str:
+    return f"{n} run{'' if n == 1 else 's'}"
+
+
+def _placement_line(spec: ExperimentSpec, records: list[RunRecord]) -> str | None:
+    """The distinct nodes the load generator and (router arms) the router ran on, with how
+    many runs each (None: no record says, as results from before records kept it)."""
+    placed = [r for r in records if r.placement is not None]
+    if not placed:
+        return None
+    routers = {arm.name for arm in spec.routing if arm.router is not None}
+
+    def nodes(found: Counter[str | None]) -> str:
+        ordered = sorted(found.items(), key=lambda item: (item[0] is None, item[0] or ""))
+        return ", ".join(
+            f"{'not recorded' if node is None else node} ({_runs(n)})" for node, n in ordered
+        )
+
+    loads: Counter[str | None] = Counter(r.placement.load_generator for r in placed if r.placement)
+    line = f"Placement: load generator on {nodes(loads)}"
+    routed = [r for r in placed if r.arm in routers]
+    if routed:
+        found: Counter[str | None] = Counter(r.placement.router for r in routed if r.placement)
+        arms = ", ".join(sorted({r.arm for r in routed}))
+        line += f"; router (arm {arms}) on {nodes(found)}"
+    if len(placed) < len(records):
+        line += f"; not recorded for {_runs(len(records) - len(placed))}"
+    return line
+
+
 def describe(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     """What the experiment ran, line by line."""
-    lines = [f"Model {spec.engine.model}; engine image {spec.engine.image}"]
+    lines = [f"Model {spec.engine.model}; {_engine_line(spec, records)}"]
+    lines += _engine_env_lines(records)
     for variant, engine in spec.engines().items():
         lines.append(f"Variant {variant}: {engine_flags(engine)}")
+    placement = _placement_line(spec, records)
     lines += [
         _kv_line(records),
         _hardware(spec, records),
@@ -164,6 +250,7 @@ def describe(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
         f"{spec.load.trials} trials (median reported); seed {spec.load.seed}; "
         f"connection {spec.load.connection}",
         *_balancing_lines(records),
+        *([placement] if placement else []),
         f"Requests digest {requests_digest(records)} (of every run's request sequence; "
         "each run's own digest is in its record)",
     ]

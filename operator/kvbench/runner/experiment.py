@@ -116,6 +116,9 @@ class ExperimentRunner:
         self._workers: list[WorkerInfo] = []
         self._workers_for: tuple[str, str] | None = None
         self._endpoint: ArmEndpoint | None = None
+        self._arm_names: ChildNames | None = None
+        """The attempt whose names the open arm's children carry: a router kept across runs
+        (freshness none or reset-cache) is found by them, not by the current run's."""
         self._current: RunState | None = None
         self._waiting: str | None = None
         """What the experiment waits for before its next workers can start (their GPUs)."""
@@ -266,6 +269,7 @@ class ExperimentRunner:
 
     def _forget_workers(self) -> None:
         self._workers, self._workers_for, self._endpoint = [], None, None
+        self._arm_names = None
 
     async def _prepare(self, run: PlannedRun, state: RunState) -> RunState:
         """Workers, arm and the load generator's start, each announced before it happens."""
@@ -288,6 +292,7 @@ class ExperimentRunner:
         if self._endpoint is None or self._endpoint.arm != arm.name:
             await self.cluster.close_arm()
             self._endpoint = await self.cluster.open_arm(self.spec, arm, self._workers, state.names)
+            self._arm_names = state.names
         state = await self._save(
             run, state.model_copy(update={"stage": RunStage.ARM_OPEN, "endpoint": self._endpoint})
         )
@@ -320,16 +325,18 @@ class ExperimentRunner:
                 self._waiting = None
 
     async def _collect_load(self, run: PlannedRun, state: RunState) -> RunState:
-        """Wait for the load (what is left of `timeouts.run`), check the workers and what a
-        kv_aware router heard from them, keep the document; a disturbed window, or a kv_aware
-        one routed without a worker's KV events, is a failed attempt, its document kept as
-        evidence."""
+        """Wait for the load (what is left of `timeouts.run`), read where it and the router
+        ran, check the workers and what a kv_aware router heard from them, keep the document;
+        a disturbed window, or a kv_aware one routed without a worker's KV events, is a failed
+        attempt, its document kept as evidence."""
         assert state.load_started_at is not None
         elapsed = (_now() - state.load_started_at).total_seconds()
         remaining = max(0.0, self.spec.timeouts.run_seconds - elapsed)
         document = await self.cluster.wait_load(state.names, remaining)
+        placement = await self.cluster.load_placement(self._arm(run), state.names)
         disturbed = await self.cluster.check_workers(state.workers)
-        kv_events = await self.cluster.check_arm(self._arm(run), state.workers, state.names)
+        opened = self._arm_names or state.names
+        kv_events = await self.cluster.check_arm(self._arm(run), state.workers, opened)
         raw = await asyncio.to_thread(self.store.save_raw, state.names, document)
         result = read_result(document)
         partial = result.partial
@@ -352,7 +359,12 @@ class ExperimentRunner:
         state = await self._save(
             run,
             state.model_copy(
-                update={"stage": RunStage.COLLECTING, "raw": raw, "kv_events": kv_events}
+                update={
+                    "stage": RunStage.COLLECTING,
+                    "raw": raw,
+                    "kv_events": kv_events,
+                    "placement": placement,
+                }
             ),
         )
         await self._hold(state)

@@ -116,6 +116,7 @@ def _pods(result: LoadgenResult, workers: list[WorkerInfo]) -> list[PodResult]:
                 "node": worker.node,
                 "address": worker.base_url,
                 "image": worker.image,
+                "engine_env_defaults": worker.engine_env_defaults,
                 "gpu_product": worker.gpu_product,
                 "gpu_index": worker.gpu_index,
                 "restart_count": worker.restart_count,
@@ -174,6 +175,7 @@ def run_record(
             state.endpoint.balancing if isinstance(state.endpoint, UrlEndpoint) else None
         ),
         kv_events=state.kv_events,
+        placement=state.placement,
     )
 
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from kvbench.api import AttemptFailure
+from kvbench.api import AttemptFailure, RunPlacement
 from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, WorkerInfo
 
 __all__ = ["RunStage", "RunState"]
@@ -51,6 +51,9 @@ class RunState(BaseModel):
     raw: str | None = Field(None, description="Where the collected result document is stored")
     kv_events: dict[str, int] | None = Field(
         None, description="KV event batches a kv_aware router received, per worker"
+    )
+    placement: RunPlacement | None = Field(
+        None, description="Where the load generator and the router ran (nodes)"
     )
     failures: list[AttemptFailure] = Field(default_factory=list)
 

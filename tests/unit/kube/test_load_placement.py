@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from kvbench.api import RoutingArm, RunPlacement
+from kvbench.kube.cluster.cluster import KubernetesCluster
 from kvbench.kube.cluster.load import LoadJobs, gpus_of
 from kvbench.kube.manifests import ExperimentRef
 from kvbench.kube.results import PART_KEY, result_configmap_names
@@ -23,6 +25,7 @@ REF = ExperimentRef(name="bx", namespace="bench", uid=UID)
 DOCUMENT = b"a finished run's result"
 NODES = {
     "cpu-0": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+    "cpu-1": {"cpu": "16", "memory": "64Gi", "pods": "110"},
     "gpu-unlabelled": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
 }
 
@@ -125,3 +128,47 @@ def test_a_router_on_a_gpu_node_fails_the_attempt() -> None:
 )
 def test_what_counts_as_a_gpu(allocatable: dict | None, gpus: dict) -> None:
     assert gpus_of(SimpleNamespace(status=SimpleNamespace(allocatable=allocatable))) == gpus
+
+
+class _EarlierRouter(_Core):
+    """The router an earlier run (index 2) opened, kept for this one (its workers kept)."""
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        if label_selector == f"job-name={NAMES.load}":
+            return SimpleNamespace(items=self.load)
+        found = "kvbench.io/run-index=2" in label_selector
+        return SimpleNamespace(items=self.routers if found else [])
+
+
+def _cluster(core: _Core, opened: ChildNames | None) -> KubernetesCluster:
+    cluster = KubernetesCluster.__new__(KubernetesCluster)
+    cluster.load = LoadJobs(_Api(core), REF)  # type: ignore[arg-type]
+    cluster.arms = SimpleNamespace(opened=opened)  # type: ignore[assignment]
+    return cluster
+
+
+def test_the_record_gets_the_nodes_the_wait_found_and_a_router_only_for_a_router_arm() -> None:
+    """The bug: the nodes were read to refuse GPU nodes, then dropped (no record kept them)."""
+    cluster = _cluster(_Core("cpu-0", "cpu-1"), None)
+    router = RoutingArm.model_validate({"name": "rr", "router": {"policy": "round_robin"}})
+    service = RoutingArm.model_validate({"name": "svc", "service": {}})
+    assert asyncio.run(cluster.wait_load(NAMES, timeout=30)) == DOCUMENT
+    assert cluster.load.placed[NAMES.prefix] == {"loadGenerator": "cpu-0", "router": "cpu-1"}
+    cluster.load.api = None  # type: ignore[assignment]  # read from what the wait kept
+    placed = asyncio.run(cluster.load_placement(router, NAMES))
+    assert placed == RunPlacement(load_generator="cpu-0", router="cpu-1")
+    placed = asyncio.run(cluster.load_placement(service, NAMES))
+    assert placed == RunPlacement(load_generator="cpu-0")
+
+
+def test_a_router_kept_from_an_earlier_run_is_found_and_checked() -> None:
+    """The bug: only a router labelled with this run was looked for, so a router kept from an
+    earlier run (same arm, workers kept) was neither checked for GPUs nor recorded."""
+    earlier = ChildNames(experiment="bx", index=2, attempt=1)
+    router = RoutingArm.model_validate({"name": "rr", "router": {"policy": "round_robin"}})
+    cluster = _cluster(_EarlierRouter("cpu-0", "cpu-1"), earlier)
+    placed = asyncio.run(cluster.load_placement(router, NAMES))
+    assert placed == RunPlacement(load_generator="cpu-0", router="cpu-1")
+    on_gpu = _cluster(_EarlierRouter("cpu-0", "gpu-unlabelled"), earlier)
+    with pytest.raises(LoadFailed, match="the router"):
+        asyncio.run(on_gpu.wait_load(NAMES, timeout=30))

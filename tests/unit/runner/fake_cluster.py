@@ -8,7 +8,7 @@ deltas on every worker that agree with the responses.
 import asyncio
 from datetime import UTC, datetime
 
-from kvbench.api import Cleanup
+from kvbench.api import Cleanup, RunPlacement
 from kvbench.loadgen.columns import RequestColumns
 from kvbench.loadgen.config import RunConfig
 from kvbench.loadgen.counters import PodDelta
@@ -208,6 +208,11 @@ class FakeCluster(Cluster):
             return None
         batches = 0 if self.loads_started in self.deaf_loads else 3
         return {w.name: batches for w in workers}
+
+    async def load_placement(self, arm, names):
+        return RunPlacement(
+            load_generator="cpu-0", router="cpu-1" if arm.router is not None else None
+        )
 
     async def worker_logs(self, worker):
         return f"first line\nlast line of {worker.name}"

@@ -116,6 +116,35 @@ def test_other_arms_record_no_kv_events(tmp_path: Path) -> None:
     assert record.attempt == 1 and record.kv_events is None
 
 
+def test_a_router_kept_across_runs_is_checked_by_the_names_it_was_opened_with(
+    tmp_path: Path,
+) -> None:
+    """With caches reset between runs the router of run 0 serves run 1 too: its KV events
+    are read from that router, not looked for under run 1's names (which name no router)."""
+
+    class Recording(FakeCluster):
+        checked: list[str] = []
+
+        async def check_arm(self, arm, workers, names):
+            self.checked.append(names.arm)
+            return await super().check_arm(arm, workers, names)
+
+    document = yaml.safe_load((ROOT / "examples" / "prefix-cache-kv-aware.yaml").read_text())
+    spec = document["spec"]
+    spec["workload"]["sharedPrefix"]["prefixes"] = [7]
+    spec["load"]["trials"] = 2
+    spec["routing"] = [{"name": "kv-aware", "router": {"policy": "kv_aware"}}]
+    spec["freshness"] = "reset-cache"
+    spec["engine"]["env"] = [{"name": "VLLM_SERVER_DEV_MODE", "value": "1"}]
+    experiment = parse_experiment(document)
+    cluster = Recording()
+    result = _run(experiment, cluster, tmp_path)
+    assert len(result.records) == 2 and not result.failed
+    assert cluster.calls.count("open:kv-aware") == 1, "one router for both runs"
+    opened_as = ChildNames(experiment=experiment.metadata.name, index=0, attempt=1).arm
+    assert cluster.checked == [opened_as, opened_as]
+
+
 def _arm(policy: str):
     return _experiment(policy).spec.routing[0]
 

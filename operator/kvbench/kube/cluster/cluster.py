@@ -10,7 +10,7 @@ this process.
 
 import kubernetes
 
-from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm
+from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm, RunPlacement
 from kvbench.kube.cluster.api import KubeApi
 from kvbench.kube.cluster.arms import KubeArms
 from kvbench.kube.cluster.endpoints import EndpointSlices, EndpointWatch
@@ -130,7 +130,17 @@ class KubernetesCluster(Cluster):
         return await self.load.state(names)
 
     async def wait_load(self, names: ChildNames, timeout: float) -> bytes:
-        return await self.load.wait(names, timeout)
+        return await self.load.wait(names, timeout, self.arms.opened)
+
+    async def load_placement(self, arm: RoutingArm, names: ChildNames) -> RunPlacement | None:
+        """The nodes `wait_load` found (read again for a load it did not see placed)."""
+        placed = self.load.placed.get(names.prefix)
+        if placed is None:
+            placed = await self.load.placement(names, self.arms.opened)
+        if placed is None:
+            return None
+        router = placed.get("router") if arm.router is not None else None
+        return RunPlacement(load_generator=placed.get("loadGenerator"), router=router)
 
     async def release_load(self, names: ChildNames, keep: bool) -> None:
         self._stop_watching()

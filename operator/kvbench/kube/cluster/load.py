@@ -40,6 +40,8 @@ class LoadJobs:
     def __init__(self, api: KubeApi, experiment: ExperimentRef) -> None:
         self.api = api
         self.exp = experiment
+        self.placed: dict[str, dict[str, str]] = {}
+        """What `wait` found of each attempt's placement (`placement`), by its prefix."""
 
     async def start(self, spec: ExperimentSpec, config: RunConfig, names: ChildNames) -> None:
         results = result_configmap_names(names.prefix)
@@ -95,19 +97,24 @@ class LoadJobs:
                 )
         return LoadState(phase="running")
 
-    async def placement(self, names: ChildNames) -> dict[str, str] | None:
-        """The nodes of the attempt's load generator and of its run's router (if any), once
-        the load generator is placed (None before). Either on a node with GPUs fails the
-        attempt and stops its Job: their node affinity keeps them off the nodes GPU feature
-        discovery labels, but not off a GPU node without that label; its allocatable says."""
+    async def placement(
+        self, names: ChildNames, router: ChildNames | None = None
+    ) -> dict[str, str] | None:
+        """The nodes of the attempt's load generator and of the router it sends to (if any:
+        the one `router` opened, by default its own run's), once the load generator is placed
+        (None before), by role (`loadGenerator`, `router`). Either on a node with GPUs fails
+        the attempt and stops its Job: their node affinity keeps them off the nodes GPU
+        feature discovery labels, but not off a GPU node without that label; its allocatable
+        says."""
         pods = [p for p in await self._pods(names) if p.spec.node_name]
         if not pods:
             return None
+        opened = router or names
         selector = selector_string(
             {
                 **self.exp.selector("router"),
-                LABEL_RUN: str(names.index),
-                LABEL_ATTEMPT: str(names.attempt),
+                LABEL_RUN: str(opened.index),
+                LABEL_ATTEMPT: str(opened.attempt),
             }
         )
         routers = await self.api.call(
@@ -136,7 +143,11 @@ class LoadJobs:
                 )
         return {role: pod.spec.node_name for role, pod in placed}
 
-    async def wait(self, names: ChildNames, timeout: float) -> bytes:
+    async def wait(
+        self, names: ChildNames, timeout: float, router: ChildNames | None = None
+    ) -> bytes:
+        """The attempt's result document, once its Job ends; its placement (`placement`,
+        `router` as there) is checked as soon as its pod is placed, and kept in `placed`."""
         deadline = time.monotonic() + timeout
         selector = selector_string(
             {
@@ -166,7 +177,10 @@ class LoadJobs:
 
         placed = None
         while True:
-            placed = placed or await self.placement(names)
+            if placed is None:
+                placed = await self.placement(names, router)
+                if placed is not None:
+                    self.placed[names.prefix] = placed
             state = await self.state(names)
             if state.phase == "succeeded":
                 assert state.document is not None
@@ -233,6 +247,7 @@ class LoadJobs:
         return await self.api.log_tail(pods[0].metadata.name, 20)
 
     async def release(self, names: ChildNames, keep: bool) -> None:
+        self.placed.pop(names.prefix, None)
         namespace = self.exp.namespace
         if not keep:
             await self.api.call(self.api.objects.delete, "Job", names.load, namespace)

@@ -11,7 +11,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm, ServiceBalancing
+from kvbench.api import (
+    Cleanup,
+    EngineEnvDefault,
+    EngineSpec,
+    ExperimentSpec,
+    RoutingArm,
+    RunPlacement,
+    ServiceBalancing,
+)
 from kvbench.loadgen.config import RunConfig
 
 __all__ = [
@@ -34,7 +42,14 @@ class WorkerInfo(BaseModel):
     pool: str
     uid: str | None = Field(None, description="Pod UID; a local worker gets one per start")
     node: str | None = None
-    image: str | None = None
+    image: str | None = Field(
+        None, description="What the server is, as measured (a pod's image, a version it reports)"
+    )
+    engine_env_defaults: dict[str, EngineEnvDefault] = Field(
+        default_factory=dict,
+        description="Variables kvbench set on this start that neither the engine nor the user "
+        "set, by name, with why",
+    )
     gpu_product: str | None = None
     gpu_index: str | None = None
     restart_count: int = 0
@@ -192,7 +207,13 @@ class Cluster(ABC):
     ) -> dict[str, int] | None:
         """The KV event batches the arm's router received from each of `workers` (by name)
         since it started, read after the window; None for an arm that follows no KV events
-        (all but a kv_aware router)."""
+        (all but a kv_aware router). `names` are the attempt's that opened the arm: a router
+        kept across runs (freshness none or reset-cache) counts from its own start."""
+
+    @abstractmethod
+    async def load_placement(self, arm: RoutingArm, names: ChildNames) -> RunPlacement | None:
+        """Where that attempt's load generator ran and, for a router arm, the arm's router: the
+        nodes, read after the load ended (None when nothing says)."""
 
     @abstractmethod
     async def worker_logs(self, worker: WorkerInfo) -> str:

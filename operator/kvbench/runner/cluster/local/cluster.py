@@ -12,7 +12,14 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvbench.api import Cleanup, EngineSpec, ExperimentSpec, RoutingArm, ServiceBalancing
+from kvbench.api import (
+    Cleanup,
+    EngineSpec,
+    ExperimentSpec,
+    RoutingArm,
+    RunPlacement,
+    ServiceBalancing,
+)
 from kvbench.loadgen.config import RunConfig
 from kvbench.runner.cluster.base import (
     ArmEndpoint,
@@ -31,7 +38,7 @@ from kvbench.runner.cluster.local.children import LocalChildren
 from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerSlot
 from kvbench.runner.cluster.local.load import LocalLoads
 from kvbench.runner.cluster.local.sim_workers import SimLauncher
-from kvbench.runner.cluster.local.workers import start_worker
+from kvbench.runner.cluster.local.workers import LOCAL_NODE, start_worker
 from kvbench.runner.failures import LoadFailed, WorkersNotReady
 
 if TYPE_CHECKING:
@@ -241,6 +248,11 @@ class LocalCluster(Cluster):
             raise RuntimeError(f"{names.arm}: the router is gone, its KV events uncounted")
         log = await asyncio.to_thread(router.log_path.read_text, errors="replace")
         return kv_event_batches(log, workers)
+
+    async def load_placement(self, arm: RoutingArm, names: ChildNames) -> RunPlacement:
+        """This machine, as its workers' node is named: every process runs here."""
+        router = LOCAL_NODE if arm.router is not None else None
+        return RunPlacement(load_generator=LOCAL_NODE, router=router)
 
     async def worker_logs(self, worker: WorkerInfo) -> str:
         child = self.children.get(worker.name)

@@ -7,11 +7,11 @@ simulator's, `vllm_workers.py` real vLLM's.
 """
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
-from kvbench.api import EngineSpec, ExperimentSpec, WorkerPool
+from kvbench.api import EngineEnvDefault, EngineSpec, ExperimentSpec, WorkerPool
 
 __all__ = ["WorkerLauncher", "WorkerProcess", "WorkerSlot"]
 
@@ -28,10 +28,12 @@ class WorkerSlot:
 
 @dataclass(frozen=True)
 class WorkerProcess:
-    """The command line and environment one worker is started with."""
+    """The command line and environment one worker is started with, and the variables of
+    that environment kvbench set of its own accord (which the worker's record names)."""
 
     argv: list[str]
     env: dict[str, str]
+    env_defaults: dict[str, EngineEnvDefault] = field(default_factory=dict)
 
 
 class WorkerLauncher(ABC):
@@ -58,4 +60,5 @@ class WorkerLauncher(ABC):
 
     @abstractmethod
     async def image(self, client: httpx.AsyncClient, base_url: str) -> str:
-        """What the ready worker is, with its version, as records keep it (a pod's image)."""
+        """What the ready worker is, with its version, as records keep it (a pod's image):
+        what it reports, nothing kvbench configured."""

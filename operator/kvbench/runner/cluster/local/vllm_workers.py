@@ -12,7 +12,7 @@ Two things workers on one machine need that a pod does not: a port range of its 
 opens ports besides --port, torch.distributed's store even on one GPU, from `VLLM_PORT` up or
 wherever the kernel says, and workers started together would race for them: `VllmPorts`),
 and the defaults a missing optional package needs (`missing_package_defaults`), which each
-worker's record names.
+worker's record names (`engineEnvDefaults`, beside its image, which is vLLM's version alone).
 """
 
 import importlib.util
@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kvbench.api import EngineSpec, ExperimentSpec
+from kvbench.api import EngineEnvDefault, EngineSpec, ExperimentSpec
 from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerProcess, WorkerSlot
 from kvbench.runner.cluster.local.preflight import shared_problems
 from kvbench.runner.cluster.local.workers import engine_env
@@ -90,13 +90,15 @@ class VllmOptions(BaseModel):
         return words
 
 
-def missing_package_defaults(env: Mapping[str, str]) -> dict[str, str]:
+def missing_package_defaults(env: Mapping[str, str]) -> dict[str, EngineEnvDefault]:
     """What vLLM needs set when an optional package it would import is not installed here
-    (as `bench/real_vs_sim.py` sets it), unless `env` sets it already: its sampler imports
-    flashinfer unless VLLM_USE_FLASHINFER_SAMPLER=0, and fails every start without it."""
+    (as `bench/real_vs_sim.py` sets it), with why, unless `env` sets it already: its sampler
+    imports flashinfer unless VLLM_USE_FLASHINFER_SAMPLER=0, and fails every start without it."""
     defaults = {}
     if importlib.util.find_spec("flashinfer") is None:
-        defaults["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+        defaults["VLLM_USE_FLASHINFER_SAMPLER"] = EngineEnvDefault(
+            value="0", reason="flashinfer is not installed"
+        )
     return {name: value for name, value in defaults.items() if name not in env}
 
 
@@ -151,8 +153,6 @@ class VllmLauncher(WorkerLauncher):
         self.options = options or VllmOptions()
         self.command = self.options.command or default_vllm_command()
         self.ports = VllmPorts()
-        self._defaults: dict[str, dict[str, str]] = {}
-        """The defaults each worker got (`missing_package_defaults`), by base URL."""
 
     def problems(self, spec: ExperimentSpec) -> list[str]:
         problems = shared_problems(spec)
@@ -222,23 +222,18 @@ class VllmLauncher(WorkerLauncher):
         argv = [*self.command, model, *args, "--host", host, *self.options.extra_args]
         env = engine_env(engine)
         defaults = missing_package_defaults(env)
-        self._defaults[f"http://{host}:{port}"] = defaults
-        env |= defaults
+        env |= {name: default.value for name, default in defaults.items()}
         env["VLLM_PORT"] = str(self.ports.take())
         if self.options.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.options.gpus[slot.ordinal % len(self.options.gpus)]
-        return WorkerProcess(argv=argv, env=env)
+        return WorkerProcess(argv=argv, env=env, env_defaults=defaults)
 
     async def image(self, client: httpx.AsyncClient, base_url: str) -> str:
-        """`vllm <version>` from the server's /version, and the defaults kvbench gave it."""
+        """`vllm <version>` from the server's /version (the defaults kvbench gave it are the
+        record's `engineEnvDefaults`, never part of what the server is)."""
         try:
             response = await client.get(f"{base_url}/version", timeout=5.0)
             version = response.json().get("version") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             version = None
-        image = f"vllm {version or '(version unknown)'}"
-        defaults = self._defaults.get(base_url)
-        if defaults:
-            set_here = ", ".join(f"{name}={value}" for name, value in sorted(defaults.items()))
-            image += f" (kvbench set {set_here}: a package it needs is not installed)"
-        return image
+        return f"vllm {version or '(version unknown)'}"

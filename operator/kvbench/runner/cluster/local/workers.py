@@ -29,6 +29,7 @@ from kvbench.runner.cluster.local.children import Child, KvEventSource, LocalChi
 from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerSlot
 
 __all__ = [
+    "LOCAL_NODE",
     "engine_env",
     "kv_events_args",
     "sim_command",
@@ -36,6 +37,10 @@ __all__ = [
     "wait_serving",
     "worker_kv_events",
 ]
+
+
+LOCAL_NODE = "local"
+"""The node of every process the local back end starts: workers, arms, load generators."""
 
 
 def _needs_kv_events(spec: ExperimentSpec) -> bool:
@@ -163,8 +168,9 @@ async def start_worker(
         name=slot.name,
         pool=slot.pool.name,
         uid=child.uid,
-        node="local",
+        node=LOCAL_NODE,
         image=image,
+        engine_env_defaults=process.env_defaults,
         base_url=base,
         metrics_url=f"{base}/metrics",
         kv_cache_tokens=parse_metrics(slot.name, metrics).kv_cache_tokens,
