@@ -58,11 +58,6 @@ IMAGE_TABLE: tuple[ImageRule, ...] = (
         description="the project's router image -> the container's command, default "
         "`vllm-router` (the wheel's launcher), with its args as they are",
     ),
-    ImageRule(
-        name="lmstack-router",
-        launcher="router",
-        description="vLLM production-stack router -> `vllm-router` with the container's args",
-    ),
 )
 
 
@@ -163,16 +158,9 @@ def _router_image(container: Container, pod_ip: str) -> list[str]:
     return [executable(command[0]), *command[1:], *container.get("args", [])]
 
 
-def _router(container: Container, pod_ip: str) -> list[str]:
-    command = container.get("command") or ["vllm-router"]
-    args = [*command[1:], *container.get("args", [])]
-    return [executable(command[0]), *_with_host(args, pod_ip)]
-
-
 _LAUNCHERS: dict[str, Launcher] = {
     "vllm": _vllm,
     "project": _project,
-    "router": _router,
     "router-image": _router_image,
 }
 
