@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # kvbench: the operator, the load generator and the simulator in one image (`kvbench operator`,
 # `kvbench loadgen`, `kvbench sim`), the default target. docs/image.md says how to build and run
 # it. `--target router` builds the router arms' image instead: vllm-router's Python launcher

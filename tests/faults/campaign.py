@@ -110,6 +110,19 @@ class Driver:
             and p.status.phase == "Running" and p.metadata.deletion_timestamp is None
         ]  # fmt: skip
 
+    def wait_measuring(self, pod: Any, timeout: float = 120) -> None:
+        """Wait until the load generator `pod` says its warm-up is done: its measured window
+        has begun (the stage `load-running` is announced when its Job is made, before the pod
+        has even started: a fault then would land before the window)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)
+            if "warmup: " in log and " requests done" in log.split("warmup: ", 1)[1]:
+                time.sleep(self.rng.uniform(0.0, 0.3))
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{pod.metadata.name} never began its measured window")
+
     def delete_pod(self, pod: Any) -> str:
         self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=0)
         return str(pod.metadata.uid)

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from campaign import STEPS, Driver
@@ -20,6 +21,7 @@ from kvbench.kube.store import ConfigMapStore
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import apply, wait_phase
 from kvbench.testing.readiness import flip_readiness
+from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
 WINDOW = next(s for s in STEPS if s.name == "measured window")
@@ -45,12 +47,20 @@ def _out_of_the_service(driver: Driver) -> set[str]:
     return {str(pod.metadata.uid)}
 
 
+def _measuring_load(driver: Driver) -> Any:
+    """The run's load generator pod, once it is in its measured window."""
+    pods = wait_for(lambda: driver.run_pods("loadgen"), 120, "the load generator to run")
+    [pod] = pods
+    driver.wait_measuring(pod)
+    return pod
+
+
 def _kill_load(driver: Driver) -> set[str]:
-    return {driver.kill_container(driver.run_pods("loadgen")[0])}
+    return {driver.kill_container(_measuring_load(driver))}
 
 
 def _delete_load(driver: Driver) -> set[str]:
-    pod = driver.run_pods("loadgen")[0]
+    pod = _measuring_load(driver)
     driver.core.delete_namespaced_pod(pod.metadata.name, driver.namespace)  # with its grace
     return set()
 
@@ -109,14 +119,21 @@ FAULTS = [
         None,
         _failed("WorkersNotReady", "gpu-0"),
     ),
-    Fault("load generator killed", {}, _kill_load, _retried("LoadFailed")),
+    Fault(  # both in a window long enough that the fault lands inside it
+        "load generator killed", {"workload": LONG}, _kill_load, _retried("LoadFailed")
+    ),
     Fault(
         "load generator past its deadline",
         {"timeouts": {"run": "10s"}, "simulator": {"timeScale": 0.5}, "workload": LONG},
         None,
         _failed("RunTimeout", "partial result is kept", partial=True),
     ),
-    Fault("load generator deleted", {}, _delete_load, _retried("LoadStopped", partial=True)),
+    Fault(
+        "load generator deleted",
+        {"workload": LONG},
+        _delete_load,
+        _retried("LoadStopped", partial=True),
+    ),
 ]
 
 

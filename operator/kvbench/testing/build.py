@@ -28,12 +28,16 @@ _STEPS = "build-test-cluster: "
 
 
 class Binaries(BaseModel):
-    """Absolute paths of every program the control plane runs."""
+    """Absolute paths of every program the control plane and the nodes run, and of the pod
+    sandbox's `pause` (a static binary the nodes' pause image is made of)."""
 
     kube_apiserver: Path
     kube_controller_manager: Path
     kube_scheduler: Path
     kubectl: Path
+    kubelet: Path
+    kube_proxy: Path
+    pause: Path
     etcd: Path
 
 
@@ -51,8 +55,11 @@ def find_binaries() -> Binaries | None:
     etcd = shutil.which("etcd")
     paths = {
         name: directory / name
-        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-    }
+        for name in (
+            "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
+            "kubelet", "kube-proxy", "pause",
+        )
+    }  # fmt: skip
     if etcd is None or not all(os.access(p, os.X_OK) for p in paths.values()):
         return None
     return Binaries(
@@ -60,6 +67,9 @@ def find_binaries() -> Binaries | None:
         kube_controller_manager=paths["kube-controller-manager"],
         kube_scheduler=paths["kube-scheduler"],
         kubectl=paths["kubectl"],
+        kubelet=paths["kubelet"],
+        kube_proxy=paths["kube-proxy"],
+        pause=paths["pause"],
         etcd=Path(etcd),
     )
 

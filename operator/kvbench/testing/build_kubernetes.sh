@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the Kubernetes binaries the test cluster runs (apiserver, controller
-# manager, scheduler, kubectl) from Debian's `kubernetes` source package, and
-# install the runtime dependency etcd. Called by kvbench.testing.build.
+# manager, scheduler, kubectl, and the nodes' kubelet and kube-proxy) from Debian's
+# `kubernetes` source package, with the pod sandbox's `pause` from the same source
+# (build/pause/linux/pause.c, as its Makefile builds it), and install the runtime
+# dependency etcd. Called by kvbench.testing.build.
 #
 # The binaries are cached outside the repo, keyed by version, so only the first
 # run on a machine pays for the build (~3.5 min on 2 cores). Prints the cache's
@@ -13,14 +15,14 @@ set -euo pipefail
 VERSION=1.20.2
 CACHE_ROOT=${KVBENCH_K8S_CACHE:-/var/cache/kvbench}
 BIN_DIR="$CACHE_ROOT/kubernetes-$VERSION/bin"
-TARGETS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+TARGETS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 REFLECT2=/usr/share/gocode/src/github.com/modern-go/reflect2
 
 log() { echo "build-test-cluster: $*" >&2; }
 
 have_binaries() {
     local t
-    for t in "${TARGETS[@]}"; do [[ -x "$BIN_DIR/$t" ]] || return 1; done
+    for t in "${TARGETS[@]}" pause; do [[ -x "$BIN_DIR/$t" ]] || return 1; done
 }
 
 apt_updated=0
@@ -62,7 +64,7 @@ fi
 
 enable_deb_src
 log "installing build dependencies"
-apt_install golang-go rsync jq golang-github-modern-go-reflect2-dev dpkg-dev
+apt_install golang-go rsync jq golang-github-modern-go-reflect2-dev dpkg-dev gcc libc6-dev
 
 WORK=$(mktemp -d /var/tmp/kvbench-k8s-build.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -87,6 +89,9 @@ WHAT=""
 for t in "${TARGETS[@]}"; do WHAT+="cmd/$t "; done
 GOPATH="$PWD/.go" CGO_ENABLED=0 \
     make WHAT="${WHAT% }" >&2
+# The Makefile's flags (CFLAGS in build/pause/Makefile), its TAG as the version.
+PAUSE_TAG=$(sed -n 's/^TAG = //p' build/pause/Makefile)
+gcc -Os -Wall -Werror -static "-DVERSION=v$PAUSE_TAG" -o _output/bin/pause build/pause/linux/pause.c
 
 # Install atomically, so an interrupted build never leaves a half cache.
 STAGE=$(mktemp -d "$CACHE_ROOT/.stage.XXXXXX" 2>/dev/null || true)
@@ -94,7 +99,7 @@ if [[ -z "$STAGE" ]]; then
     mkdir -p "$CACHE_ROOT"
     STAGE=$(mktemp -d "$CACHE_ROOT/.stage.XXXXXX")
 fi
-for t in "${TARGETS[@]}"; do cp "_output/bin/$t" "$STAGE/$t"; done
+for t in "${TARGETS[@]}" pause; do cp "_output/bin/$t" "$STAGE/$t"; done
 chmod 755 "$STAGE"
 mkdir -p "$(dirname "$BIN_DIR")"
 rm -rf "$BIN_DIR"

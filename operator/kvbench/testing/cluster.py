@@ -30,6 +30,9 @@ from kvbench.testing.config import DEFAULT_NODES, AgentConfig, NodeSpec, PlacedN
 from kvbench.testing.controlplane import ApiAccess, ControlPlane
 from kvbench.testing.layout import ClusterLayout, SlotLock, claim_slot
 from kvbench.testing.longwaits import Say, say_on_stderr
+from kvbench.testing.node.fleet import RUNTIME_ROOT, NodeFleet
+from kvbench.testing.node.network import NetworkPlan
+from kvbench.testing.node.node import NodeFiles
 from kvbench.testing.pki import make_pki
 
 __all__ = ["TestCluster"]
@@ -51,8 +54,13 @@ class TestCluster:
         nodes: Sequence[NodeSpec] = DEFAULT_NODES,
         keep_workdir: bool = False,
         say: Say = say_on_stderr,
+        real_nodes: bool = False,
     ):
         self.node_specs = list(nodes)
+        self.real_nodes = real_nodes
+        """Real kubelets, containerd and kube-proxy (`kvbench.testing.node`), not the stand-in
+        node agent."""
+        self.fleet: NodeFleet | None = None
         self.keep_workdir = keep_workdir
         self.say = say
         """Where the start's long waits say what they wait for (`kvbench.testing.longwaits`)."""
@@ -96,6 +104,10 @@ class TestCluster:
         self._slot = claim_slot()
         self.layout = layout = ClusterLayout(slot=self._slot.slot)
         self.binaries = ensure_binaries(self.say)
+        if self.real_nodes:
+            self._start_real(self.binaries)
+            self.say(f"up in {time.monotonic() - began:.0f}s: slot {layout.slot}, {self.workdir}")
+            return
         self.nodes = [
             PlacedNode(**spec.model_dump(), ip=layout.node_ip(i), pod_cidr=layout.pod_cidr(i))
             for i, spec in enumerate(self.node_specs)
@@ -133,6 +145,43 @@ class TestCluster:
         self.say(f"waiting for the default service account's token (up to {_TOKEN_TIMEOUT:.0f}s)")
         self.ensure_namespace("default")
         self.say(f"up in {time.monotonic() - began:.0f}s: slot {layout.slot}, {self.workdir}")
+
+    def _start_real(self, binaries: Binaries) -> None:
+        """The control plane on the node network's host address, then the real nodes."""
+        assert self.layout is not None
+        plan = NetworkPlan(slot=self.layout.slot)
+        names = [spec.name for spec in self.node_specs]
+        self.fleet = NodeFleet(plan, self.node_specs, binaries, self.workdir, self.say)
+        self.fleet.network_up()
+        pki = make_pki(
+            self.workdir / "pki",
+            ["127.0.0.1", plan.host_ip, plan.kubernetes_service_ip],
+            [plan.node_ip(i) for i in range(len(names))],
+        )
+        self.control_plane = plane = ControlPlane(
+            binaries, self.workdir, self.layout, pki, self.say, network=plan, node_names=names
+        )
+        plane.start()
+        files = {}
+        for name in names:
+            work = self.workdir / "nodes" / name
+            work.mkdir(parents=True, exist_ok=True)
+            files[name] = NodeFiles(
+                workdir=work,
+                runtime_root=RUNTIME_ROOT / f"{plan.slot}-{name}",
+                kubelet_kubeconfig=plane.kubeconfig_for(
+                    f"system:node:{name}", work / "kubelet.kubeconfig"
+                ),
+                proxy_kubeconfig=plane.kubeconfig_for(
+                    "system:kube-proxy", work / "proxy.kubeconfig"
+                ),
+                ca_cert=pki.ca_cert,
+                serving_cert=pki.kubelet_cert,
+                serving_key=pki.kubelet_key,
+            )
+        self.fleet.start(files, self.kubeconfig, self.api_client())
+        self.say(f"node start: {', '.join(f'{k} {v:.0f}s' for k, v in self.fleet.timings.items())}")
+        self.ensure_namespace("default")
 
     def _get(self, path: str) -> httpx.Response:
         access = self.access
@@ -203,7 +252,8 @@ class TestCluster:
 
     def processes(self) -> list[ManagedProcess]:
         planes = self.control_plane.processes if self.control_plane else []
-        return [*planes, *self.agents]
+        nodes = self.fleet.processes() if self.fleet else []
+        return [*planes, *self.agents, *nodes]
 
     def diagnostics(self, lines: int = 40) -> str:
         """The tail of every harness process's log, the dead ones flagged."""
@@ -219,6 +269,8 @@ class TestCluster:
         """Stop the node agent first (it stops the pods), then the rest, all by PID."""
         for process in self.agents:
             process.stop(timeout=15.0)
+        if self.fleet is not None:
+            self.fleet.stop()
         if self.control_plane is not None:
             self.control_plane.stop()
         if self._slot is not None:

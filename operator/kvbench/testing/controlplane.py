@@ -20,6 +20,7 @@ from kvbench.procs import ManagedProcess, free_port
 from kvbench.testing.build import Binaries
 from kvbench.testing.layout import ClusterLayout
 from kvbench.testing.longwaits import Say, say_on_stderr
+from kvbench.testing.node.network import NetworkPlan
 from kvbench.testing.pki import ClusterPKI
 
 __all__ = ["ApiAccess", "ControlPlane", "write_kubeconfig"]
@@ -63,6 +64,15 @@ def write_kubeconfig(path: Path, access: ApiAccess, user: str = "admin") -> Path
     return path
 
 
+def _groups(user: str) -> str:
+    """The token file's groups column for `user` (and the line's end)."""
+    if user == "admin":
+        return ',"system:masters"\n'
+    if user.startswith("system:node:"):
+        return ',"system:nodes"\n'
+    return "\n"
+
+
 def _https_ok(url: str, verify: ssl.SSLContext | bool, token: str | None = None) -> bool:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.get(url, verify=verify, headers=headers, timeout=2.0).status_code == 200
@@ -78,7 +88,14 @@ class ControlPlane:
         layout: ClusterLayout,
         pki: ClusterPKI,
         say: Say = say_on_stderr,
+        network: NetworkPlan | None = None,
+        node_names: list[str] | None = None,
     ):
+        """`network` and `node_names` for real nodes: the apiserver then listens on the host's
+        address on the node network (pods reach it through the `kubernetes` Service), and every
+        kubelet and kube-proxy gets its own identity."""
+        self.network = network
+        self.host = network.host_ip if network else _HOST
         self.binaries = binaries
         self.say = say
         self.workdir = workdir
@@ -87,19 +104,25 @@ class ControlPlane:
         self.processes: list[ManagedProcess] = []
         self._ready: dict[str, tuple[Callable[[], bool], str]] = {}
         """How each component shows it is up, so a restart waits as the first start did."""
-        self.api_port = free_port(_HOST)
-        tokens = {
-            user: secrets.token_hex(16)
-            for user in ("admin", "system:kube-controller-manager", "system:kube-scheduler")
-        }
+        self.api_port = free_port(self.host)
+        users = ["admin", "system:kube-controller-manager", "system:kube-scheduler"]
+        if network is not None:
+            users += ["system:kube-proxy", *(f"system:node:{n}" for n in node_names or [])]
+        tokens = {user: secrets.token_hex(16) for user in users}
         self._tokens = tokens
         self.admin = ApiAccess(
-            server=f"https://{_HOST}:{self.api_port}", ca_cert=pki.ca_cert, token=tokens["admin"]
+            server=f"https://{self.host}:{self.api_port}",
+            ca_cert=pki.ca_cert,
+            token=tokens["admin"],
         )
         self.kubeconfig = workdir / "kubeconfig"
 
     def _access(self, user: str) -> ApiAccess:
         return self.admin.model_copy(update={"token": self._tokens[user]})
+
+    def kubeconfig_for(self, user: str, path: Path) -> Path:
+        """A kubeconfig of `user` (a node's kubelet, kube-proxy)."""
+        return write_kubeconfig(path, self._access(user), user)
 
     def _spawn(
         self, name: str, argv: list[str], ready: Callable[[], bool], what: str
@@ -157,8 +180,7 @@ class ControlPlane:
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(
             "".join(
-                f"{token},{user},{user}" + (',"system:masters"\n' if user == "admin" else "\n")
-                for user, token in self._tokens.items()
+                f"{token},{user},{user}" + _groups(user) for user, token in self._tokens.items()
             )
         )
         tokens.chmod(0o600)
@@ -167,8 +189,8 @@ class ControlPlane:
             [
                 str(self.binaries.kube_apiserver),
                 f"--etcd-servers={etcd_url}",
-                f"--bind-address={_HOST}",
-                f"--advertise-address={_HOST}",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--secure-port={self.api_port}",
                 "--insecure-port=0",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
@@ -176,12 +198,10 @@ class ControlPlane:
                 f"--tls-private-key-file={self.pki.apiserver_key}",
                 f"--client-ca-file={self.pki.ca_cert}",
                 f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
+                *self._node_flags(),
                 f"--service-account-key-file={self.pki.service_account_pub}",
                 f"--service-account-signing-key-file={self.pki.service_account_key}",
                 "--service-account-issuer=https://kubernetes.default.svc",
-                f"--service-cluster-ip-range={self.layout.service_cidr}",
-                "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
@@ -191,6 +211,25 @@ class ControlPlane:
             ),
             "ready apiserver (/readyz)",
         )
+
+    def _node_flags(self) -> list[str]:
+        """Real kubelets: the Node authorizer for them, the apiserver's client certificate
+        towards them, the `kubernetes` Service's endpoint kept by the apiserver. The stand-in:
+        RBAC only and no endpoint (its service proxy maps the Service itself)."""
+        if self.network is None:
+            return [
+                "--authorization-mode=RBAC",
+                f"--service-cluster-ip-range={self.layout.service_cidr}",
+                "--endpoint-reconciler-type=none",
+            ]
+        return [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--service-cluster-ip-range={self.network.service_cidr}",
+            f"--kubelet-client-certificate={self.pki.kubelet_client_cert}",
+            f"--kubelet-client-key={self.pki.kubelet_client_key}",
+            f"--kubelet-certificate-authority={self.pki.ca_cert}",
+        ]
 
     def _controller_kubeconfig(self, user: str) -> Path:
         return write_kubeconfig(

@@ -301,6 +301,48 @@ def ensure_image(target: ImageTarget = "kvbench") -> BuiltImage:
     return _inspect(tag, seconds, built_now=True)
 
 
+def _docker(*args: str) -> str:
+    from kvbench.testing.node.images import docker
+
+    return docker(*args).stdout.strip()
+
+
+def _docker_exists(tag: str) -> bool:
+    try:
+        _docker("image", "inspect", "--format", "{{.Id}}", tag)
+    except RuntimeError:
+        return False
+    return True
+
+
+def ensure_docker_image(target: ImageTarget = "kvbench") -> str:
+    """The image of `target` built by Docker's BuildKit (what a user's `docker build` does),
+    tagged by source hash, built only if missing; the base imported from debootstrap under the
+    Dockerfile's own name. Returns the tag."""
+    digest = source_hash()
+    tag = f"{IMAGE_REPOSITORIES[target]}:{_TAG_PREFIX}{digest}"
+    root = _cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with exclusive(root / ".docker-build.lock", "docker image build"):
+        if _docker_exists(tag):
+            return tag
+        base = base_image_name()
+        if not _docker_exists(base):
+            changes = [arg for change in _BASE_CONFIG for arg in ("--change", change)]
+            _docker("import", *changes, str(_base_tarball()), base)
+        secret = [] if (ca := _pip_ca()) is None else ["--secret", f"id=pip-ca,src={ca}"]
+        stage = [] if target == "kvbench" else ["--target", target]
+        argv = [
+            "/usr/bin/docker", "build", "--network", "host", *secret, *stage,
+            "--label", f"io.kvbench.source-hash={digest}", "--tag", tag,
+            "--file", str(DOCKERFILE), str(REPO),
+        ]  # fmt: skip
+        _log(f"{shlex.join(argv)} (a few minutes when nothing is cached)")
+        _run(*argv, stdout=sys.stderr, stdin=subprocess.DEVNULL,
+             env={**os.environ, "DOCKER_BUILDKIT": "1"})  # fmt: skip
+    return tag
+
+
 @contextlib.contextmanager
 def mounted(tag: str) -> Iterator[Path]:
     """The image's root file system (read-only), mounted for as long as the block runs."""

@@ -25,6 +25,9 @@ class ClusterPKI(BaseModel):
     apiserver_key: Path
     kubelet_cert: Path
     kubelet_key: Path
+    kubelet_client_cert: Path
+    """The apiserver's client certificate towards the kubelets (logs, exec, port-forward)."""
+    kubelet_client_key: Path
     service_account_key: Path
     service_account_pub: Path
 
@@ -42,8 +45,8 @@ def _signed_cert(
     ext = directory / f"{name}.ext"
     alt = ",".join([*(f"IP:{ip}" for ip in ips), *(f"DNS:{d}" for d in dns)])
     ext.write_text(
-        f"subjectAltName={alt}\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        (f"subjectAltName={alt}\n" if alt else "")
+        + "keyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth,clientAuth\n"
     )
     _openssl("genrsa", "-out", key, "2048")
@@ -80,6 +83,7 @@ def make_pki(
         ],
     )
     _signed_cert(directory, "kubelet", "kvbench-node-agent", kubelet_ips, ["localhost"])
+    _signed_cert(directory, "kubelet-client", "kube-apiserver-kubelet-client", [], [])
     _openssl("genrsa", "-out", directory / "sa.key", "2048")
     _openssl("rsa", "-in", directory / "sa.key", "-pubout", "-out", directory / "sa.pub")
     return ClusterPKI(
@@ -89,6 +93,8 @@ def make_pki(
         apiserver_key=directory / "apiserver.key",
         kubelet_cert=directory / "kubelet.crt",
         kubelet_key=directory / "kubelet.key",
+        kubelet_client_cert=directory / "kubelet-client.crt",
+        kubelet_client_key=directory / "kubelet-client.key",
         service_account_key=directory / "sa.key",
         service_account_pub=directory / "sa.pub",
     )

@@ -1,0 +1,203 @@
+"""One real node of the test cluster: a network namespace with containerd, the kubelet and
+kube-proxy in it, all below one cgroup (`NodeCgroup`), sharing the host's file system.
+
+Why not nodes as privileged containers, as kind makes them: containerd inside a Docker
+container needs its own non-overlay volume, a node image with its own cgroup set-up and a
+second copy of every image inside each node container; a namespace per node gives the same
+parts (a kubelet, a runtime, a CNI bridge, kube-proxy's own iptables, an address) with none of
+that, and a node still goes away at once (its cgroup killed, its link cut).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from kvbench.procs import ManagedProcess, tail
+from kvbench.testing.build import Binaries
+from kvbench.testing.node.cgroups import NodeCgroup
+from kvbench.testing.node.containerd import NodeContainerd
+from kvbench.testing.node.kubelet import (
+    KubeletSettings,
+    kube_proxy_argv,
+    kubelet_argv,
+    kubelet_config,
+)
+from kvbench.testing.node.network import NetworkPlan, NodeNetns, run_ip
+
+__all__ = ["NodeFiles", "RealNode", "cni_config"]
+
+_STATE_ROOT = Path("/run/kvbench")
+
+
+class NodeFiles(BaseModel):
+    """What the harness gives a node: credentials and where its files go."""
+
+    workdir: Path
+    """Per node: configs, logs, the kubelet's root (pods' volumes)."""
+    runtime_root: Path
+    """containerd's root (images and snapshots), kept between clusters of this slot."""
+    kubelet_kubeconfig: Path
+    proxy_kubeconfig: Path
+    ca_cert: Path
+    serving_cert: Path
+    serving_key: Path
+
+
+def cni_config(pod_cidr: str) -> dict:
+    """A bridge on cni0 with host-local addresses from the node's pod range; pods route
+    everything through the node (which has no route out), no masquerade."""
+    return {
+        "cniVersion": "0.4.0",
+        "name": "kvbench",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": pod_cidr}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+class RealNode:
+    """Start with `start()`, stop with `stop()`; `go_away()` is a node lost at once."""
+
+    def __init__(
+        self,
+        plan: NetworkPlan,
+        index: int,
+        count: int,
+        name: str,
+        labels: dict[str, str],
+        taints: list[str],
+        binaries: Binaries,
+        files: NodeFiles,
+        sandbox_image: str,
+    ) -> None:
+        self.plan, self.index, self.name = plan, index, name
+        self.netns = NodeNetns(plan, index, name, count)
+        self.cgroup = NodeCgroup(f"kvbench-{plan.slot}-{name}")
+        self.binaries, self.files = binaries, files
+        self.labels, self.taints = labels, taints
+        self.state = _STATE_ROOT / f"{plan.slot}-{name}"
+        work = files.workdir
+        self.runtime = NodeContainerd(
+            name, files.runtime_root, self.state / "containerd", work / "cni", sandbox_image
+        )
+        self.processes: list[ManagedProcess] = []
+
+    @property
+    def ip(self) -> str:
+        return self.netns.ip
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.files.workdir / "kubelet"
+
+    def start_runtime(self) -> None:
+        """The network namespace, the cgroup and containerd: enough to load images."""
+        self.cleanup()
+        work = self.files.workdir
+        for directory in (work / "cni", work / "logs", self.kubelet_root, self.state):
+            directory.mkdir(parents=True, exist_ok=True)
+        self.files.runtime_root.mkdir(parents=True, exist_ok=True)
+        (work / "cni" / "10-kvbench.conflist").write_text(
+            json.dumps(cni_config(self.plan.pod_cidr(self.index)), indent=1)
+        )
+        self.netns.create()
+        self.cgroup.create()
+        config = self.runtime.write_config(work / "containerd.toml")
+        containerd = self.runtime.process(self._prefix(), config, work / "logs" / "containerd.log")
+        self._start(containerd)
+        self.runtime.wait_ready(containerd)
+
+    def start_kubelet(self) -> None:
+        """The kubelet and kube-proxy (images loaded first: nothing can be pulled)."""
+        work = self.files.workdir
+        settings = KubeletSettings(
+            node=self.name,
+            node_ip=self.ip,
+            labels=self.labels,
+            taints=self.taints,
+            root_dir=self.kubelet_root,
+            cgroup_root=self.cgroup.path,
+            runtime_endpoint=self.runtime.endpoint,
+            kubeconfig=self.files.kubelet_kubeconfig,
+            ca_cert=self.files.ca_cert,
+            serving_cert=self.files.serving_cert,
+            serving_key=self.files.serving_key,
+            cluster_dns=self.plan.dns_service_ip,
+        )
+        config = kubelet_config(settings, work / "kubelet.yaml")
+        argv = kubelet_argv(self.binaries.kubelet, settings, config)
+        self._start(ManagedProcess(f"{self.name}/kubelet", [*self._prefix(), *argv],
+                                   work / "logs" / "kubelet.log"))  # fmt: skip
+        proxy = kube_proxy_argv(
+            self.binaries.kube_proxy, self.name, self.ip, self.plan.cluster_cidr,
+            self.files.proxy_kubeconfig,
+        )  # fmt: skip
+        self._start(ManagedProcess(f"{self.name}/kube-proxy", [*self._prefix(), *proxy],
+                                   work / "logs" / "kube-proxy.log"))  # fmt: skip
+
+    def _prefix(self) -> list[str]:
+        return [*self.cgroup.join_command(), *self.netns.nsenter()]
+
+    def _start(self, process: ManagedProcess) -> None:
+        self.processes.append(process)
+        process.start()
+
+    def failures(self) -> list[str]:
+        return [p.describe_failure() for p in self.processes if not p.running()]
+
+    def diagnostics(self, lines: int = 30) -> str:
+        return "\n".join(
+            f"--- {p.name} ({'running' if p.running() else 'exited'}) ---\n"
+            f"{tail(p.log_path, lines)}"
+            for p in self.processes
+        )
+
+    def go_away(self) -> None:
+        """The node lost at once: every process of it killed (pods included) and its link cut;
+        the API keeps the Node until the node lifecycle controller notices."""
+        self.cgroup.kill()
+        run_ip("link", "set", self.plan.host_veth(self.index), "down", check=False)
+
+    def stop(self) -> None:
+        """Stop the node's daemons and pods, and remove all it set up but its images."""
+        for process in reversed(self.processes):
+            process.stop(timeout=5.0)
+        self.processes.clear()
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """What a node of this name in this slot left behind: processes, mounts, namespace."""
+        self.cgroup.remove()
+        for root in (self.kubelet_root, self.state):
+            _unmount_below(root)
+        self.netns.delete()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _unmount_below(root: Path) -> None:
+    """Unmount everything mounted at or below `root`, deepest first (volumes, rootfs)."""
+    prefix = str(root.resolve()) if root.exists() else str(root)
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        points = [line.split()[4] for line in lines]
+        for point in sorted({p for p in points if p == prefix or p.startswith(prefix + "/")},
+                            key=len, reverse=True):  # fmt: skip
+            subprocess.run(["umount", "-l", point], capture_output=True)
