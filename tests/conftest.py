@@ -19,8 +19,7 @@ from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
 
 
-@pytest.fixture(scope="session")
-def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
+def _test_cluster(pytestconfig: pytest.Config, real_nodes: bool) -> Iterator[TestCluster]:
     if os.geteuid() != 0:
         pytest.skip("the test cluster needs root: apt-get for its build, mount namespaces for pods")
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
@@ -30,11 +29,23 @@ def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
         with capture.global_and_fixture_disabled():
             print(f"\n[test cluster] {message}", file=sys.stderr, flush=True)
 
-    test_cluster = TestCluster(say=say).start()
+    test_cluster = TestCluster(say=say, real_nodes=real_nodes).start()
     try:
         yield test_cluster
     finally:
         test_cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
+    yield from _test_cluster(pytestconfig, real_nodes=False)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
+    """The test cluster on real nodes (`kvbench.testing.node`): kubelets, containerd, CNI,
+    kube-proxy and cluster DNS, the images built with Docker."""
+    yield from _test_cluster(pytestconfig, real_nodes=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -30,7 +30,7 @@ from kvbench.testing.config import DEFAULT_NODES, AgentConfig, NodeSpec, PlacedN
 from kvbench.testing.controlplane import ApiAccess, ControlPlane
 from kvbench.testing.layout import ClusterLayout, SlotLock, claim_slot
 from kvbench.testing.longwaits import Say, say_on_stderr
-from kvbench.testing.node.fleet import RUNTIME_ROOT, NodeFleet
+from kvbench.testing.node.fleet import KUBELET_ROOT, RUNTIME_ROOT, NodeFleet
 from kvbench.testing.node.network import NetworkPlan
 from kvbench.testing.node.node import NodeFiles
 from kvbench.testing.pki import make_pki
@@ -168,6 +168,7 @@ class TestCluster:
             work.mkdir(parents=True, exist_ok=True)
             files[name] = NodeFiles(
                 workdir=work,
+                kubelet_root=KUBELET_ROOT / f"{plan.slot}-{name}",
                 runtime_root=RUNTIME_ROOT / f"{plan.slot}-{name}",
                 kubelet_kubeconfig=plane.kubeconfig_for(
                     f"system:node:{name}", work / "kubelet.kubeconfig"

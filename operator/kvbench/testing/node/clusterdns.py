@@ -24,6 +24,8 @@ from typing import Any
 
 import kubernetes
 
+from kvbench.procs import set_parent_death_signal
+
 __all__ = ["DOMAIN", "dns_records", "main"]
 
 DOMAIN = "cluster.local"
@@ -69,7 +71,9 @@ def _dnsmasq(listen_ip: str, hosts: Path, log: Path) -> subprocess.Popen[bytes]:
         "--domain-needed", "--log-facility=-", "--pid-file=",
     ]  # fmt: skip
     with log.open("ab") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=set_parent_death_signal
+        )
 
 
 def main(kubeconfig: str, listen_ip: str, state: str) -> None:

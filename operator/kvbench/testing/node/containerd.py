@@ -107,6 +107,11 @@ class NodeContainerd:
         listed = self.ctr("images", "list", "--quiet").stdout
         return set(listed.split())
 
+    def forget(self, references: set[str]) -> None:
+        """Remove images loaded for an earlier cluster (their content is collected)."""
+        if references:
+            self.ctr("images", "remove", *sorted(references), check=False)
+
     def load(self, archive: Path) -> float:
         """Import a `docker save` archive, unpacked for the overlay snapshotter (what `kind load
         docker-image` does); the seconds it took."""

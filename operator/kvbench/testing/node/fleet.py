@@ -19,10 +19,12 @@ from kvbench.testing.node.images import PAUSE_IMAGE, NodeImages, node_images
 from kvbench.testing.node.network import NetworkPlan, bridge_down, bridge_up
 from kvbench.testing.node.node import NodeFiles, RealNode
 
-__all__ = ["RUNTIME_ROOT", "NodeFleet", "taint_strings"]
+__all__ = ["KUBELET_ROOT", "RUNTIME_ROOT", "NodeFleet", "taint_strings"]
 
 RUNTIME_ROOT = Path("/var/lib/kvbench/node-runtimes")
 """containerd roots by slot and node: the images stay loaded for the next cluster."""
+KUBELET_ROOT = Path("/var/lib/kvbench/kubelets")
+"""Kubelet roots by slot and node, emptied with their node."""
 _IMAGE_CACHE = Path("/var/cache/kvbench/node-images")
 _READY_TIMEOUT = 120.0
 
@@ -78,11 +80,13 @@ class NodeFleet:
             node.start_runtime()
         self.timings["runtimes"] = time.monotonic() - step
         step = time.monotonic()
+        wanted = set(self.images.references)
         for node in self.nodes:
-            missing = set(self.images.names) - node.runtime.image_names()
-            if missing:
-                self.say(f"loading {len(missing)} images into {node.name}'s containerd")
+            held = node.runtime.image_names()
+            if wanted - held:
+                self.say(f"loading the images into {node.name}'s containerd")
                 node.runtime.load(self.images.archive)
+                node.runtime.forget(held - wanted)
         self.timings["image loads"] = time.monotonic() - step
         self._start_dns(admin_kubeconfig, api)
         step = time.monotonic()
@@ -117,11 +121,20 @@ class NodeFleet:
             if spec.gpus:
                 patch = [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu",
                           "value": str(spec.gpus)}]  # fmt: skip
-                core.api_client.call_api(
-                    f"/api/v1/nodes/{spec.name}/status", "PATCH", body=patch,
-                    header_params={"Content-Type": "application/json-patch+json"},
-                    auth_settings=["BearerToken"],
-                )  # fmt: skip
+                core.patch_node_status(spec.name, patch)  # a list: a JSON patch
+        deadline = time.monotonic() + _READY_TIMEOUT
+        while not self._gpus_allocatable(core):  # the kubelet copies them at its next sync
+            if time.monotonic() > deadline:
+                raise RuntimeError("the kubelets never made the GPUs allocatable")
+            time.sleep(0.5)
+
+    def _gpus_allocatable(self, core: kubernetes.client.CoreV1Api) -> bool:
+        wanted = {spec.name: str(spec.gpus) for spec in self.specs if spec.gpus}
+        found = {
+            node.metadata.name: (node.status.allocatable or {}).get("nvidia.com/gpu")
+            for node in core.list_node().items
+        }
+        return all(found.get(name) == count for name, count in wanted.items())
 
     def _start_dns(self, admin_kubeconfig: Path, api: kubernetes.client.ApiClient) -> None:
         """dnsmasq on the host's address, and the kube-dns Service in front of it."""

@@ -30,7 +30,7 @@ from kvbench.api.engine import EngineSpec
 from kvbench.kube.manifests.router import ROUTER_IMAGE
 from kvbench.testing.image import REPO, ensure_docker_image
 
-__all__ = ["PAUSE_IMAGE", "NodeImages", "docker", "node_images"]
+__all__ = ["PAUSE_IMAGE", "NodeImages", "docker", "node_images", "normalized"]
 
 PAUSE_IMAGE = "k8s.gcr.io/pause:3.4"
 """The tag build/pause/Makefile gives the pause of Kubernetes 1.20's source."""
@@ -49,11 +49,23 @@ def docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 
 class NodeImages(BaseModel):
-    """The archive to load and the names in it."""
+    """The archive to load and the references a runtime that loaded it holds: every name,
+    as containerd normalizes it, and every image ID (`sha256:...`, which containerd's import
+    also keeps as a name): a rebuilt image has a new ID, so a node with the old one loads."""
 
     archive: Path
-    names: list[str]
+    references: list[str]
     build_seconds: float
+
+
+def normalized(name: str) -> str:
+    """A reference as containerd stores it: Docker Hub's registry and `library/` spelled out."""
+    first, _, rest = name.partition("/")
+    if not rest:
+        return f"docker.io/library/{name}"
+    if "." in first or ":" in first or first == "localhost":
+        return name
+    return f"docker.io/{name}"
 
 
 def _chart_app_version() -> str:
@@ -78,7 +90,7 @@ def _pause(binary: Path) -> str:
 
 
 def _vllm_stand_in(project: str) -> str:
-    tag = EngineSpec().image
+    tag = EngineSpec.model_fields["image"].default
     docker(
         "build", "--build-arg", f"PROJECT_IMAGE={project}", "--tag", tag,
         "--file", str(_VLLM_DOCKERFILE), str(_VLLM_DOCKERFILE.parent),
@@ -109,7 +121,10 @@ def node_images(pause_binary: Path, cache: Path) -> NodeImages:
         for old in cache.glob("node-images-*.tar"):
             if old != archive:
                 old.unlink()
-    return NodeImages(archive=archive, names=sorted(names), build_seconds=time.monotonic() - began)
+    references = {normalized(n) for n in names} | {_image_id(n) for n in names}
+    return NodeImages(
+        archive=archive, references=sorted(references), build_seconds=time.monotonic() - began
+    )
 
 
 if __name__ == "__main__":

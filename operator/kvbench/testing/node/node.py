@@ -39,7 +39,9 @@ class NodeFiles(BaseModel):
     """What the harness gives a node: credentials and where its files go."""
 
     workdir: Path
-    """Per node: configs, logs, the kubelet's root (pods' volumes)."""
+    """Per node: configs and logs."""
+    kubelet_root: Path
+    """The kubelet's root (pods' volumes, its sockets): a short path, as a socket's must be."""
     runtime_root: Path
     """containerd's root (images and snapshots), kept between clusters of this slot."""
     kubelet_kubeconfig: Path
@@ -106,7 +108,7 @@ class RealNode:
 
     @property
     def kubelet_root(self) -> Path:
-        return self.files.workdir / "kubelet"
+        return self.files.kubelet_root
 
     def start_runtime(self) -> None:
         """The network namespace, the cgroup and containerd: enough to load images."""
@@ -188,8 +190,8 @@ class RealNode:
         self.cgroup.remove()
         for root in (self.kubelet_root, self.state):
             _unmount_below(root)
+            shutil.rmtree(root, ignore_errors=True)
         self.netns.delete()
-        shutil.rmtree(self.state, ignore_errors=True)
 
 
 def _unmount_below(root: Path) -> None:
