@@ -72,10 +72,12 @@ def batch(cluster: TestCluster) -> kubernetes.client.BatchV1Api:
     return kubernetes.client.BatchV1Api(cluster.api_client())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def experiment_crd(cluster: TestCluster) -> str:
     """The BenchmarkExperiment CRD on the test cluster (kubectl 1.20 needs --validate=false
-    for its CEL rules, which the 1.20 API server drops)."""
+    for its CEL rules, which the 1.20 API server drops). Per module, not per session: a
+    directory may override `cluster` (tests/e2e runs on real nodes), and a session fixture
+    would keep the first cluster it was made for."""
     crd = Path(__file__).resolve().parents[1] / "crds" / "benchmarkexperiments.kvbench.io.yaml"
     applied = cluster.kubectl("apply", "--validate=false", "-f", str(crd))
     assert applied.returncode == 0, applied.stderr

@@ -1,6 +1,7 @@
 """The operator installed from its chart and running in the test cluster as a pod, under the
-chart's ServiceAccount, so every API call it makes is checked against the chart's RBAC (the
-test cluster maps the project's image to the local `kvbench`)."""
+chart's ServiceAccount, so every API call it makes is checked against the chart's RBAC. The
+cluster is the one on real nodes (`real_cluster`): the operator, the workers, the routers and
+the load generators run as containers from the images built here."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -9,6 +10,11 @@ import pytest
 
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.operator_install import installed_operator
+
+
+@pytest.fixture(scope="session")
+def cluster(real_cluster: TestCluster) -> TestCluster:
+    return real_cluster
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,15 @@ import yaml
 from kvbench.testing.experiments import apply, get, restart_operator, wait_phase
 
 __all__ = [
-    "GPU", "apply", "article_002_document", "experiment_document", "get", "restart_operator",
-    "wait_phase",
+    "CPU_NODE_SHARE", "GPU", "apply", "article_002_document", "experiment_document", "get",
+    "restart_operator", "wait_phase",
 ]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = {"nvidia.com/gpu.present": "true"}
+CPU_NODE_SHARE = {"requests": {"cpu": "500m", "memory": "512Mi"}}
+"""The load generator's and a router's requests here: every test node is this 2-core machine,
+so the default (1 CPU each) would not let one CPU node hold both beside the operator."""
 
 
 def experiment_document(example: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -38,5 +41,5 @@ def article_002_document(name: str, prefixes: list[int], trials: int) -> dict:
     spec["load"].update(concurrency=[8], trials=trials)
     spec["simulator"] = {"onCluster": True}
     spec["cleanup"] = {"keepJobs": True}
-    spec.pop("loadGenerator")
+    spec["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     return document

@@ -14,6 +14,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 from e2e_helpers import (
+    CPU_NODE_SHARE,
     GPU,
     apply,
     article_002_document,
@@ -142,8 +143,8 @@ def test_service_routers_and_affinity_on_one_seed(
     document["spec"]["workload"]["promptFormat"] = "text"
     document["spec"]["routing"] = [
         {"name": "service", "service": {}},
-        {"name": "cache-aware", "router": {"policy": "cache_aware"}},
-        {"name": "kv-aware", "router": {"policy": "kv_aware"}},
+        {"name": "cache-aware", "router": {"policy": "cache_aware", "resources": CPU_NODE_SHARE}},
+        {"name": "kv-aware", "router": {"policy": "kv_aware", "resources": CPU_NODE_SHARE}},
         {"name": "affinity", "prefixAffinity": {}},
     ]
     apply(cluster, namespace, document)
