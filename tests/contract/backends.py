@@ -57,6 +57,11 @@ class Backend(ABC):
     def worker_names(self, experiment: BenchmarkExperiment) -> list[str]:
         """The names the back end gives the experiment's workers."""
 
+    def failed_creations(self) -> list[str]:
+        """What the platform failed to create for the back end (Kubernetes: FailedCreate
+        events of its controllers); none where the back end creates everything itself."""
+        return []
+
 
 class LocalBackend(Backend):
     def __init__(self, work_dir: Path) -> None:
@@ -110,7 +115,7 @@ class KubeBackend(Backend):
             name=experiment.metadata.name,
             namespace=namespace,
             uid=created["metadata"]["uid"],
-            image="ghcr.io/kvbench/kvbench:test",
+            image="ghcr.io/kvbench/kvbench:0.1.0",  # an image the test nodes hold
         )
 
     def cluster(self) -> KubernetesCluster:
@@ -166,6 +171,12 @@ class KubeBackend(Backend):
             if not found or time.monotonic() > deadline:
                 return found
             time.sleep(0.5)
+
+    def failed_creations(self) -> list[str]:
+        events = self.core.list_namespaced_event(self.namespace).items
+        return [
+            f"{e.involved_object.name}: {e.message}" for e in events if e.reason == "FailedCreate"
+        ]
 
     def worker_names(self, experiment: BenchmarkExperiment) -> list[str]:
         return [

@@ -187,3 +187,25 @@ def test_recover_without_an_adoptable_load_stops_everything(backend: Backend) ->
 
     asyncio.run(scenario())
     assert backend.leftovers() == []
+
+
+def test_workers_start_again_at_once_after_a_recover(backend: Backend) -> None:
+    """A restarted runner with no run to adopt removes the workers (`recover`), then starts
+    the next run's: new pods, Ready, and none refused for standing beside the old ones (a
+    StatefulSet made again under its old name while its old pods terminate)."""
+    experiment = small_experiment(timeouts={"workersReady": "90s"})
+
+    async def scenario() -> None:
+        first, _ = await _ready(backend.cluster(), experiment, _names())
+        restarted = backend.cluster()
+        await restarted.recover(keep=None)
+        spec = experiment.spec
+        again = await restarted.start_workers(spec, "default", spec.engine, spec.routing[0],
+                                              _names(1))  # fmt: skip
+        assert {w.name for w in again} == {w.name for w in first}
+        assert not {w.uid for w in again} & {w.uid for w in first}, "new pods"
+        await restarted.teardown(Cleanup())
+
+    asyncio.run(scenario())
+    assert backend.failed_creations() == []
+    assert backend.leftovers() == []

@@ -71,6 +71,7 @@ class WorkerPods:
                 raise SpecNotRunnable([f"spec.workers: {shortfall.message}"])
             if shortfall is not None:
                 raise NoCapacity(shortfall.message)
+            await self._clear_strays(spec.timeouts.workers_ready_seconds)
             old = {name: pod.metadata.uid for name, pod in (await self.pods()).items()}
             for manifest in worker_objects(self.exp, spec, variant, engine):
                 await self.api.call(self.api.objects.apply, manifest)
@@ -81,6 +82,32 @@ class WorkerPods:
             expected, set(old.values()), spec.timeouts.workers_ready_seconds
         )
         return [await self._info(pods[name], engine) for name in expected]
+
+    async def _clear_strays(self, timeout: float) -> None:
+        """Delete the worker pods no StatefulSet of now owns (a deleted StatefulSet's, still
+        terminating) and wait until they are gone: a new StatefulSet of the same name cannot
+        create its pods beside them, and the controller's back-off on that failure grows to
+        minutes (seen on real kubelets, where a pod takes seconds to terminate)."""
+        sets = await self.api.call(
+            self.api.objects.apps.list_namespaced_stateful_set,
+            self.exp.namespace,
+            label_selector=selector_string(self.exp.selector("worker")),
+        )
+        owners = {s.metadata.uid for s in sets.items if s.metadata.deletion_timestamp is None}
+
+        def stray(pod: Any) -> bool:
+            refs = [r for r in pod.metadata.owner_references or [] if r.controller]
+            return not refs or refs[0].uid not in owners
+
+        strays = {name: pod.metadata.uid for name, pod in (await self.pods()).items() if stray(pod)}
+        for name, uid in strays.items():
+            await self.api.call(self.api.delete_pod, name, uid)
+        deadline = time.monotonic() + timeout
+        while strays and time.monotonic() < deadline:
+            left = {p.metadata.uid for p in (await self.pods()).values()}
+            strays = {name: uid for name, uid in strays.items() if uid in left}
+            if strays:
+                await asyncio.sleep(0.5)
 
     async def _wait_bound(self, expected: list[str], old_uids: set[str], timeout: float) -> None:
         """Until the scheduler has placed every new worker pod (then a next experiment's

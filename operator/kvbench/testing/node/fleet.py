@@ -85,7 +85,7 @@ class NodeFleet:
             held = node.runtime.image_names()
             if wanted - held:
                 self.say(f"loading the images into {node.name}'s containerd")
-                node.runtime.load(self.images.archive)
+                node.load_images(self.images.archive)
                 node.runtime.forget(held - wanted)
         self.timings["image loads"] = time.monotonic() - step
         self._start_dns(admin_kubeconfig, api)

@@ -127,6 +127,22 @@ class RealNode:
         self._start(containerd)
         self.runtime.wait_ready(containerd)
 
+    def load_images(self, archive: Path) -> None:
+        """Import `archive` into this node's containerd; a failed import (the state an
+        interrupted cluster left in the kept root, say) starts the runtime over on an empty
+        root and imports once more."""
+        try:
+            self.runtime.load(archive)
+        except RuntimeError as err:
+            print(f"{self.name}: {err}; loading again into an empty containerd", flush=True)
+            for process in reversed(self.processes):
+                process.stop(timeout=5.0)
+            self.processes.clear()
+            self.cleanup()
+            shutil.rmtree(self.files.runtime_root, ignore_errors=True)
+            self.start_runtime()
+            self.runtime.load(archive)
+
     def start_kubelet(self) -> None:
         """The kubelet and kube-proxy (images loaded first: nothing can be pulled)."""
         work = self.files.workdir
