@@ -79,6 +79,10 @@ def test_a_load_is_collected_and_workers_check_clean(backend: Backend) -> None:
         await cluster.start_load(experiment.spec, config, _names())
         document = await cluster.wait_load(_names(), 120)
         assert document[:2] == b"\x1f\x8b", "the result document, compressed"
+        result = read_result(document)
+        first = next((e for e in result.requests.error if e), None)
+        assert result.summary.requests > 0, "a measured window"
+        assert result.summary.errors == 0, (result.summary.errors_by_kind, first)
         assert (await cluster.load_state(_names())).phase == "succeeded"
         placement = await cluster.load_placement(experiment.spec.routing[0], _names())
         assert placement is not None and placement.load_generator, "the node it ran on"

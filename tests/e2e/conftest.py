@@ -1,7 +1,6 @@
 """The operator installed from its chart and running in the test cluster as a pod, under the
-chart's ServiceAccount, so every API call it makes is checked against the chart's RBAC. The
-cluster is the one on real nodes (`real_cluster`): the operator, the workers, the routers and
-the load generators run as containers from the images built here."""
+chart's ServiceAccount, so every API call it makes is checked against the chart's RBAC (the
+stand-in nodes, until these tests are moved to the real ones: README, "The test cluster")."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -10,11 +9,6 @@ import pytest
 
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.operator_install import installed_operator
-
-
-@pytest.fixture(scope="session")
-def cluster(real_cluster: TestCluster) -> TestCluster:
-    return real_cluster
 
 
 @pytest.fixture(scope="module")

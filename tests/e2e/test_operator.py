@@ -89,6 +89,12 @@ def test_article_002_scaled_down_survives_operator_restarts(
 
     store = _store(cluster, namespace, name)
     records = store.records()
+    for record in records:
+        summary = record.summary
+        queries = [p.prefix_cache_queries for p in record.pods]
+        print(f"run {record.index}: {summary.requests} requests, {summary.errors} errors, "
+              f"request hit rate {summary.request_hit_rate}, token hit rate "
+              f"{summary.token_hit_rate}, queries {queries}")  # fmt: skip
     assert [r.index for r in records] == [0, 1, 2, 3]
     assert all(r.error is None and r.attempt == 1 for r in records), "exactly once, none retried"
     uids = [p.uid for r in records for p in r.pods]

@@ -14,6 +14,8 @@ reach it through kube-proxy at the cluster DNS address the kubelets give them.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -24,12 +26,11 @@ from typing import Any
 
 import kubernetes
 
-from kvbench.procs import set_parent_death_signal
-
 __all__ = ["DOMAIN", "dns_records", "main"]
 
 DOMAIN = "cluster.local"
 _POLL_SECONDS = 0.5
+_PID_DIR = Path("/run/kvbench")
 
 
 def dns_records(services: list[Any], endpoints: list[Any]) -> list[tuple[str, str]]:
@@ -71,9 +72,22 @@ def _dnsmasq(listen_ip: str, hosts: Path, log: Path) -> subprocess.Popen[bytes]:
         "--domain-needed", "--log-facility=-", "--pid-file=",
     ]  # fmt: skip
     with log.open("ab") as out:
-        return subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=set_parent_death_signal
-        )
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _replace_earlier(listen_ip: str) -> Path:
+    """Stop the dnsmasq an earlier cluster of this address left (a killed harness's: dnsmasq
+    sets its own credentials, which clears the parent-death signal, so it outlives its
+    feeder) and return the file that records the new one's PID."""
+    record = _PID_DIR / f"clusterdns-{listen_ip}.pid"
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(record.read_text())
+        if b"dnsmasq" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, signal.SIGKILL)
+            while Path(f"/proc/{pid}").exists():
+                time.sleep(0.05)
+    _PID_DIR.mkdir(parents=True, exist_ok=True)
+    return record
 
 
 def main(kubeconfig: str, listen_ip: str, state: str) -> None:
@@ -81,7 +95,9 @@ def main(kubeconfig: str, listen_ip: str, state: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     hosts = directory / "hosts"
     hosts.write_text("")
+    record = _replace_earlier(listen_ip)
     server = _dnsmasq(listen_ip, hosts, directory / "dnsmasq.log")
+    record.write_text(str(server.pid))
     signal.signal(signal.SIGTERM, lambda *_: (server.terminate(), sys.exit(0)))
     core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(kubeconfig))
     written = ""

@@ -173,6 +173,14 @@ class NodeFleet:
             except ApiException as err:
                 if err.status != 409:
                     raise
+        hosts = state / "hosts"
+        self.dns.wait_until(
+            lambda: "kubernetes.default.svc" in (hosts.read_text() if hosts.exists() else ""),
+            30, "the cluster DNS's first records",
+        )  # fmt: skip
+        time.sleep(0.5)  # a dnsmasq that cannot bind its address has exited by now
+        if not self.dns.running():
+            raise RuntimeError(f"the cluster DNS stopped:\n{tail(state / 'dnsmasq.log', 5)}")
 
     def processes(self) -> list[ManagedProcess]:
         own = [self.dns] if self.dns else []
