@@ -35,6 +35,7 @@ from kvbench.runner.failures import (
     LoadStopped,
     NoCapacity,
     NoKvEvents,
+    NoResponses,
     RunFailure,
     RunTimeout,
     SpecNotRunnable,
@@ -352,6 +353,14 @@ class ExperimentRunner:
             stopped = failure(f"the load generator {partial}; its partial result is kept")
             stopped.partial = True
             raise stopped
+        summary = result.summary
+        if summary.requests and summary.errors == summary.requests:
+            self._current = state.model_copy(update={"raw": raw})
+            first = next((e for e in result.requests.error if e), "")
+            raise NoResponses(
+                f"every one of the {summary.requests} measured requests failed "
+                f"({summary.errors_by_kind}); the first: {first}"
+            )
         silent = silent_publishers(kv_events, result) if kv_events is not None else []
         if silent:
             self._current = state.model_copy(update={"raw": raw, "kv_events": kv_events})

@@ -11,6 +11,7 @@ __all__ = [
     "ImagePullFailed",
     "LoadFailed",
     "NoKvEvents",
+    "NoResponses",
     "RunFailure",
     "RunTimeout",
     "SpecNotRunnable",
@@ -106,6 +107,14 @@ class LoadStopped(RunFailure):
 
     reason = "LoadStopped"
     partial = True
+
+
+class NoResponses(RunFailure):
+    """Every measured request failed: the window measured no server (a Service with no
+    route to its pods, a name the cluster DNS does not answer), only the failures, which are
+    kept as evidence."""
+
+    reason = "NoResponses"
 
 
 class RunTimeout(RunFailure):

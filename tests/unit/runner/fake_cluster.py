@@ -29,10 +29,15 @@ PROMPT = 2371
 
 
 def fake_result(
-    config: RunConfig, digest: str, workers: list[str], partial: str | None = None
+    config: RunConfig,
+    digest: str,
+    workers: list[str],
+    partial: str | None = None,
+    refused: bool = False,
 ) -> bytes:
     """A result document for `config`: `measured` requests, the article's capacity share of
-    them hits (3.95 / prefixes), every worker's counters agreeing with the responses."""
+    them hits (3.95 / prefixes), every worker's counters agreeing with the responses; with
+    `refused`, every request failed to connect and no counter moved."""
     prefixes = config.point.prefixes or 1
     measured = config.workload.shared_prefix.requests_for(prefixes)
     hits = round(measured * min(1.0, 3.95 / prefixes))
@@ -51,8 +56,21 @@ def fake_result(
             cached_tokens=PROMPT - 11 if i < hits else 0,
             status=200,
         )
+        if not refused
+        else RequestRecord(
+            phase="measured",
+            index=i,
+            endpoint="fake",
+            due=i * 0.01,
+            start=i * 0.01,
+            end=i * 0.01 + 0.001,
+            error_kind="connect",
+            error="connection refused",
+        )
         for i in range(measured)
     ]
+    if refused:
+        hits, workers = 0, []
     share = len(workers) or 1
     pods = [
         PodDelta(
@@ -108,6 +126,7 @@ class FakeCluster(Cluster):
         disturb: set[int] | None = None,
         problems_found: list[str] | None = None,
         stop_loads: set[int] | None = None,
+        refused_loads: set[int] | None = None,
         busy_gpus: int = 0,
         deaf_loads: set[int] | None = None,
     ) -> None:
@@ -117,6 +136,7 @@ class FakeCluster(Cluster):
         self.loads_waited = 0
         self.fail_loads = fail_loads or set()
         self.stop_loads = stop_loads or set()
+        self.refused_loads = refused_loads or set()
         self.busy_gpus = busy_gpus
         """The first `busy_gpus` worker starts find the GPUs taken (NoCapacity)."""
         self.disturb = disturb or set()
@@ -179,7 +199,8 @@ class FakeCluster(Cluster):
         else:
             workers = list(config.metrics.pods) if config.metrics else []
             partial = "stopped (SIGTERM)" if self.loads_started in self.stop_loads else None
-            document = fake_result(config, f"sha256:{config.seed:x}", workers, partial)
+            refused = self.loads_started in self.refused_loads
+            document = fake_result(config, f"sha256:{config.seed:x}", workers, partial, refused)
             self.states[names.load] = LoadState(phase="succeeded", document=document)
 
     async def load_state(self, names):

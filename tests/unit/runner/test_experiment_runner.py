@@ -131,6 +131,20 @@ def test_a_load_stopped_early_is_kept_partial_retried_and_left_out_of_aggregates
     assert trials == {2}, "every point aggregates its two good trials, the partial one not"
 
 
+def test_a_window_where_every_request_failed_is_retried_not_recorded(tmp_path: Path) -> None:
+    """Requests that all failed measured no server: the attempt fails (its document kept),
+    the next one is the record."""
+    store = DirectoryStore(tmp_path)
+    result = _run(_experiment(), FakeCluster(refused_loads={1}), store)
+    first = result.records[0]
+    [refused] = first.failed_attempts
+    assert refused.reason == "NoResponses"
+    assert "every one of the" in refused.message and "connection refused" in refused.message
+    assert refused.raw_results == "raw/r0-a1.json.gz"
+    assert (first.attempt, first.error) == (2, None)
+    assert first.summary.errors == 0
+
+
 def test_a_spec_the_back_end_cannot_run_fails_before_anything(tmp_path: Path) -> None:
     cluster = FakeCluster(problems_found=["spec.metrics.source: no"])
     with pytest.raises(SpecNotRunnable, match=r"spec\.metrics\.source"):
