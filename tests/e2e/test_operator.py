@@ -1,5 +1,5 @@
-"""`kubectl apply` a BenchmarkExperiment and the operator, in the cluster under the chart's
-RBAC, runs it end to end: fresh simulated workers on GPU nodes for every run, the load
+"""`kubectl apply` a BenchmarkExperiment and the operator, in the cluster (on real nodes) under
+the chart's RBAC, runs it end to end: fresh simulated workers on GPU nodes for every run, the load
 generator's Job on a CPU node, per-pod results in the status and the ConfigMaps, exactly once
 across operator restarts, and nothing left behind."""
 
@@ -35,6 +35,13 @@ from kvbench.testing.wait import wait_for
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="session")
+def cluster(real_cluster: TestCluster) -> TestCluster:
+    """These run on the real nodes: the operator, workers, routers and load generators as
+    containers of the images built here (the rest of tests/e2e is still on the stand-in)."""
+    return real_cluster
+
+
 def _store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
     uid = get(cluster, namespace, name)["metadata"]["uid"]
     store = ConfigMapStore(
@@ -52,6 +59,7 @@ def _kvbench(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.timeout(1200)  # the real cluster's first start (image builds) counts in its setup
 def test_article_002_scaled_down_survives_operator_restarts(
     cluster: TestCluster, namespace: str, operator: dict, tmp_path: Path
 ) -> None:
@@ -139,6 +147,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
     assert tables(from_cluster.stdout) == tables(from_directory.stdout)
 
 
+@pytest.mark.timeout(1200)
 def test_service_routers_and_affinity_on_one_seed(
     cluster: TestCluster, namespace: str, operator: dict
 ) -> None:
