@@ -107,8 +107,17 @@ class NodeContainerd:
         listed = self.ctr("images", "list", "--quiet").stdout
         return set(listed.split())
 
+    @property
+    def _marker(self) -> Path:
+        return self.root / "kvbench-loaded"
+
+    def loaded(self) -> str | None:
+        """The name of the archive last loaded in full into this root."""
+        return self._marker.read_text() if self._marker.exists() else None
+
     def forget(self, references: set[str]) -> None:
-        """Remove images loaded for an earlier cluster (their content is collected)."""
+        """Remove the names of images loaded for an earlier cluster (their content is then
+        collected); the CRI plugin's own `sha256:` references are its to keep."""
         if references:
             self.ctr("images", "remove", *sorted(references), check=False)
 
@@ -116,5 +125,7 @@ class NodeContainerd:
         """Import a `docker save` archive, unpacked for the overlay snapshotter (what `kind load
         docker-image` does); the seconds it took."""
         began = time.monotonic()
+        self._marker.unlink(missing_ok=True)
         self.ctr("images", "import", "--snapshotter", "overlayfs", str(archive))
+        self._marker.write_text(archive.name)
         return time.monotonic() - began

@@ -83,10 +83,10 @@ class NodeFleet:
         wanted = set(self.images.references)
         for node in self.nodes:
             held = node.runtime.image_names()
-            if wanted - held:
-                self.say(f"loading the images into {node.name}'s containerd")
+            if node.runtime.loaded() != self.images.archive.name or wanted - held:
+                self.say(f"loading {self.images.archive.name} into {node.name}'s containerd")
                 node.load_images(self.images.archive)
-                node.runtime.forget(held - wanted)
+                node.runtime.forget({r for r in held - wanted if not r.startswith("sha256:")})
         self.timings["image loads"] = time.monotonic() - step
         self._start_dns(admin_kubeconfig, api)
         step = time.monotonic()

@@ -49,9 +49,8 @@ def docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 
 class NodeImages(BaseModel):
-    """The archive to load and the references a runtime that loaded it holds: every name,
-    as containerd normalizes it, and every image ID (`sha256:...`, which containerd's import
-    also keeps as a name): a rebuilt image has a new ID, so a node with the old one loads."""
+    """The archive to load (named by its images' IDs: a rebuilt image makes a new one) and
+    the names a runtime that loaded it holds, as containerd normalizes them."""
 
     archive: Path
     references: list[str]
@@ -121,7 +120,7 @@ def node_images(pause_binary: Path, cache: Path) -> NodeImages:
         for old in cache.glob("node-images-*.tar"):
             if old != archive:
                 old.unlink()
-    references = {normalized(n) for n in names} | {_image_id(n) for n in names}
+    references = {normalized(n) for n in names}
     return NodeImages(
         archive=archive, references=sorted(references), build_seconds=time.monotonic() - began
     )
