@@ -5,7 +5,7 @@ Why not nodes as privileged containers, as kind makes them: containerd inside a 
 container needs its own non-overlay volume, a node image with its own cgroup set-up and a
 second copy of every image inside each node container; a namespace per node gives the same
 parts (a kubelet, a runtime, a CNI bridge, kube-proxy's own iptables, an address) with none of
-that, and a node still goes away at once (its cgroup killed, its link cut).
+that, and a node can still go away at once (its cgroup killed, its link cut).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from kvbench.testing.node.kubelet import (
     kubelet_argv,
     kubelet_config,
 )
-from kvbench.testing.node.network import NetworkPlan, NodeNetns, run_ip
+from kvbench.testing.node.network import NetworkPlan, NodeNetns
 
 __all__ = ["NodeFiles", "RealNode", "cni_config"]
 
@@ -76,7 +76,7 @@ def cni_config(pod_cidr: str) -> dict:
 
 
 class RealNode:
-    """Start with `start()`, stop with `stop()`; `go_away()` is a node lost at once."""
+    """`start_runtime()`, load images, `start_kubelet()`; `stop()`."""
 
     def __init__(
         self,
@@ -187,12 +187,6 @@ class RealNode:
             f"{tail(p.log_path, lines)}"
             for p in self.processes
         )
-
-    def go_away(self) -> None:
-        """The node lost at once: every process of it killed (pods included) and its link cut;
-        the API keeps the Node until the node lifecycle controller notices."""
-        self.cgroup.kill()
-        run_ip("link", "set", self.plan.host_veth(self.index), "down", check=False)
 
     def stop(self) -> None:
         """Stop the node's daemons and pods, and remove all it set up but its images."""
