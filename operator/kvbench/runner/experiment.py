@@ -26,6 +26,7 @@ from kvbench.api import (
     RoutingArm,
     RunRecord,
 )
+from kvbench.loadgen.errors import commonest_error
 from kvbench.loadgen.results import read_result
 from kvbench.plan import Plan, PlannedRun, plan_experiment
 from kvbench.runner.aggregate import aggregate
@@ -356,10 +357,11 @@ class ExperimentRunner:
         summary = result.summary
         if summary.requests and summary.errors == summary.requests:
             self._current = state.model_copy(update={"raw": raw})
-            first = next((e for e in result.requests.error if e), "")
+            common = commonest_error(result.records())
+            assert common is not None  # every request failed
             raise NoResponses(
-                f"every one of the {summary.requests} measured requests failed "
-                f"({summary.errors_by_kind}); the first: {first}"
+                f"every one of the {summary.requests} measured requests failed; commonest "
+                f"error ({common.count} of {common.failed}): {common.message}"
             )
         silent = silent_publishers(kv_events, result) if kv_events is not None else []
         if silent:

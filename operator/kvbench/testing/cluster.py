@@ -182,6 +182,7 @@ class TestCluster:
             )
         self.fleet.start(files, self.kubeconfig, self.api_client())
         self.say(f"node start: {', '.join(f'{k} {v:.0f}s' for k, v in self.fleet.timings.items())}")
+        self.say(f"waiting for the default service account's token (up to {_TOKEN_TIMEOUT:.0f}s)")
         self.ensure_namespace("default")
 
     def _get(self, path: str) -> httpx.Response:
