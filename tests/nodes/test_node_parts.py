@@ -1,12 +1,16 @@
-"""Pieces of the real nodes that need no cluster: addresses, image names, DNS records, CNI."""
+"""Pieces of the real nodes that need no cluster: addresses, image names, DNS records, CNI,
+kube-proxy's configuration."""
 
 import ipaddress
 from types import SimpleNamespace as NS
 
 import pytest
+import yaml
 
+from kvbench.kube.cluster.proxy import balancing_from_config
 from kvbench.testing.node.clusterdns import dns_records
 from kvbench.testing.node.images import normalized
+from kvbench.testing.node.kubelet import kube_proxy_config, kube_proxy_shared
 from kvbench.testing.node.network import NetworkPlan
 from kvbench.testing.node.node import cni_config
 
@@ -79,3 +83,16 @@ def test_a_node_bridges_its_own_pod_range_without_masquerade() -> None:
     [bridge, _portmap] = cni_config("10.64.2.0/24")["plugins"]
     assert bridge["ipMasq"] is False and bridge["isGateway"] is True
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.64.2.0/24"}]]
+
+
+def test_kube_proxy_runs_what_its_configmap_tells_the_operator(tmp_path) -> None:
+    """Every node's file is the shared ConfigMap text plus its own addresses, so the Service
+    arm's reported balancing (read from the ConfigMap) is the mode the nodes run."""
+    plan = NetworkPlan(slot=2)
+    shared = kube_proxy_shared(plan.cluster_cidr)
+    path = kube_proxy_config(shared, "gpu-node-0", plan.node_ip(0), tmp_path / "k", tmp_path / "c")
+    own = yaml.safe_load(path.read_text())
+    assert {k: own[k] for k in shared} == shared
+    assert (own["hostnameOverride"], own["bindAddress"]) == ("gpu-node-0", plan.node_ip(0))
+    reported = balancing_from_config(yaml.safe_dump(shared))
+    assert (reported.mode, reported.policy) == (own["mode"], "random per connection")

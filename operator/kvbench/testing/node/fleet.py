@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import kubernetes
+import yaml
 from kubernetes.client.rest import ApiException
 
 from kvbench.procs import ManagedProcess, tail
@@ -16,6 +17,7 @@ from kvbench.testing.build import Binaries
 from kvbench.testing.config import NodeSpec
 from kvbench.testing.longwaits import Say
 from kvbench.testing.node.images import PAUSE_IMAGE, NodeImages, node_images
+from kvbench.testing.node.kubelet import kube_proxy_shared
 from kvbench.testing.node.network import NetworkPlan, bridge_down, bridge_up
 from kvbench.testing.node.node import NodeFiles, RealNode
 
@@ -58,6 +60,12 @@ class NodeFleet:
         self.timings: dict[str, float] = {}
         """Seconds each start step took (images, runtimes, loads, kubelets, Ready)."""
 
+    def node(self, name: str) -> RealNode:
+        found = [node for node in self.nodes if node.name == name]
+        if not found:
+            raise KeyError(f"no real node {name}: {[n.name for n in self.nodes]}")
+        return found[0]
+
     def network_up(self) -> None:
         """The host bridge, before the apiserver binds its address."""
         bridge_up(self.plan, len(self.specs))
@@ -89,11 +97,13 @@ class NodeFleet:
                 node.runtime.forget({r for r in held - wanted if not r.startswith("sha256:")})
         self.timings["image loads"] = time.monotonic() - step
         self._start_dns(admin_kubeconfig, api)
+        self._publish_proxy_config(kubernetes.client.CoreV1Api(api))
         step = time.monotonic()
         for node in self.nodes:
             node.start_kubelet()
         core = kubernetes.client.CoreV1Api(api)
-        self.say(f"waiting for {len(self.nodes)} Ready nodes (up to {_READY_TIMEOUT:.0f}s)")
+        names = ", ".join(node.name for node in self.nodes)
+        self.say(f"waiting for Ready nodes {names} (up to {_READY_TIMEOUT:.0f}s)")
         deadline = time.monotonic() + _READY_TIMEOUT
         while not self._ready(core):
             failed = [f for node in self.nodes for f in node.failures()]
@@ -181,6 +191,19 @@ class NodeFleet:
         time.sleep(0.5)  # a dnsmasq that cannot bind its address has exited by now
         if not self.dns.running():
             raise RuntimeError(f"the cluster DNS stopped:\n{tail(state / 'dnsmasq.log', 5)}")
+
+    def _publish_proxy_config(self, core: kubernetes.client.CoreV1Api) -> None:
+        """kube-system/kube-proxy as kubeadm makes it: the configuration every node's
+        kube-proxy runs with, where the operator reads the Service arm's balancing."""
+        shared = yaml.safe_dump(kube_proxy_shared(self.plan.cluster_cidr), sort_keys=False)
+        body = {"metadata": {"name": "kube-proxy", "labels": {"app": "kube-proxy"}},
+                "data": {"config.conf": shared}}  # fmt: skip
+        try:
+            core.create_namespaced_config_map("kube-system", body)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            core.replace_namespaced_config_map("kube-proxy", "kube-system", body)
 
     def processes(self) -> list[ManagedProcess]:
         own = [self.dns] if self.dns else []

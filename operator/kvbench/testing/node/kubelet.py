@@ -4,11 +4,15 @@ kubeadm or kind node configures them, with what this machine needs said where it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
-__all__ = ["KubeletSettings", "kube_proxy_argv", "kubelet_argv", "kubelet_config"]
+__all__ = [
+    "KubeletSettings", "kube_proxy_argv", "kube_proxy_config", "kube_proxy_shared", "kubelet_argv",
+    "kubelet_config",
+]  # fmt: skip
 
 
 class KubeletSettings(BaseModel):
@@ -95,21 +99,36 @@ def kubelet_argv(binary: Path, settings: KubeletSettings, config: Path) -> list[
     return argv
 
 
-def kube_proxy_argv(
-    binary: Path, node: str, node_ip: str, cluster_cidr: str, kubeconfig: Path
-) -> list[str]:
-    """kube-proxy in iptables mode, as kind runs it: conntrack table sizes are the host's
-    (a node's network namespace may not set them), no OOM score below 0 (refused here)."""
-    return [
-        str(binary),
-        f"--kubeconfig={kubeconfig}",
-        f"--hostname-override={node}",
-        f"--bind-address={node_ip}",
-        f"--healthz-bind-address={node_ip}:10256",
-        f"--metrics-bind-address={node_ip}:10249",
-        "--proxy-mode=iptables",
-        f"--cluster-cidr={cluster_cidr}",
-        "--conntrack-max-per-core=0",
-        "--conntrack-min=0",
-        "--oom-score-adj=0",
-    ]
+def kube_proxy_shared(cluster_cidr: str) -> dict[str, Any]:
+    """What every node's kube-proxy shares, kept where kubeadm keeps it (`config.conf` of
+    kube-system/kube-proxy, which the operator reads for the Service arm's balancing):
+    iptables mode, as kind runs it; conntrack table sizes the host's (a node's network
+    namespace may not set them); no OOM score below 0 (refused here)."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "iptables",
+        "clusterCIDR": cluster_cidr,
+        "conntrack": {"maxPerCore": 0, "min": 0},
+        "oomScoreAdj": 0,
+    }
+
+
+def kube_proxy_config(
+    shared: dict[str, Any], node: str, node_ip: str, kubeconfig: Path, path: Path
+) -> Path:
+    """One node's kube-proxy configuration file: the shared part and its own addresses."""
+    config = {
+        **shared,
+        "hostnameOverride": node,
+        "bindAddress": node_ip,
+        "healthzBindAddress": f"{node_ip}:10256",
+        "metricsBindAddress": f"{node_ip}:10249",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def kube_proxy_argv(binary: Path, config: Path) -> list[str]:
+    return [str(binary), f"--config={config}"]

@@ -25,10 +25,12 @@ from kvbench.testing.node.containerd import NodeContainerd
 from kvbench.testing.node.kubelet import (
     KubeletSettings,
     kube_proxy_argv,
+    kube_proxy_config,
+    kube_proxy_shared,
     kubelet_argv,
     kubelet_config,
 )
-from kvbench.testing.node.network import NetworkPlan, NodeNetns
+from kvbench.testing.node.network import NetworkPlan, NodeNetns, run_ip
 
 __all__ = ["NodeFiles", "RealNode", "cni_config"]
 
@@ -121,7 +123,11 @@ class RealNode:
             json.dumps(cni_config(self.plan.pod_cidr(self.index)), indent=1)
         )
         self.netns.create()
+        self._start_containerd()
+
+    def _start_containerd(self) -> None:
         self.cgroup.create()
+        work = self.files.workdir
         config = self.runtime.write_config(work / "containerd.toml")
         containerd = self.runtime.process(self._prefix(), config, work / "logs" / "containerd.log")
         self._start(containerd)
@@ -164,10 +170,11 @@ class RealNode:
         argv = kubelet_argv(self.binaries.kubelet, settings, config)
         self._start(ManagedProcess(f"{self.name}/kubelet", [*self._prefix(), *argv],
                                    work / "logs" / "kubelet.log"))  # fmt: skip
-        proxy = kube_proxy_argv(
-            self.binaries.kube_proxy, self.name, self.ip, self.plan.cluster_cidr,
-            self.files.proxy_kubeconfig,
+        proxy_config = kube_proxy_config(
+            kube_proxy_shared(self.plan.cluster_cidr), self.name, self.ip,
+            self.files.proxy_kubeconfig, work / "kube-proxy.yaml",
         )  # fmt: skip
+        proxy = kube_proxy_argv(self.binaries.kube_proxy, proxy_config)
         self._start(ManagedProcess(f"{self.name}/kube-proxy", [*self._prefix(), *proxy],
                                    work / "logs" / "kube-proxy.log"))  # fmt: skip
 
@@ -187,6 +194,28 @@ class RealNode:
             f"{tail(p.log_path, lines)}"
             for p in self.processes
         )
+
+    def go_away(self) -> None:
+        """The node vanishes at once, as a machine that lost its power or its network: its
+        link is cut and everything below its cgroup (containerd, shims, kubelet, kube-proxy,
+        every pod) is SIGKILLed; nothing tells the API server. Its disk stays."""
+        run_ip("link", "set", self.plan.host_veth(self.index), "down")
+        self.cgroup.kill()
+        for process in reversed(self.processes):
+            process.stop(timeout=5.0)  # reaps the killed
+        self.processes.clear()
+
+    def come_back(self) -> None:
+        """The node boots again after `go_away()`: what lived in memory is gone (its runtime
+        state, its volumes' mounts), its disk is as it was (images, the kubelet's pod
+        directories), so the kubelet finds its pods' sandboxes dead and starts them again."""
+        for root in (self.state, self.kubelet_root):
+            _unmount_below(root)
+        shutil.rmtree(self.state, ignore_errors=True)
+        self.state.mkdir(parents=True)
+        run_ip("link", "set", self.plan.host_veth(self.index), "up")
+        self._start_containerd()
+        self.start_kubelet()
 
     def stop(self) -> None:
         """Stop the node's daemons and pods, and remove all it set up but its images."""
