@@ -30,6 +30,7 @@ from kvbench.kube.results import CLAIM, result_configmap_names
 from kvbench.runner.cluster import ChildNames, Cluster, WorkerInfo
 from kvbench.runner.cluster.local.cluster import LocalCluster
 from kvbench.testing.cluster import TestCluster
+from kvbench.testing.experiments import CPU_NODE_SHARE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,7 +196,7 @@ def small_experiment(**spec_changes) -> BenchmarkExperiment:
     spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     spec["load"].update(concurrency=[4], trials=1)
     # Off GPU nodes (the default), asking for what a test node holds (each is this machine).
-    spec["loadGenerator"] = {"resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+    spec["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     for key, value in spec_changes.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
     document["metadata"]["name"] = "contract"

@@ -1,10 +1,17 @@
 """The contract suite's fixture: every test runs against each back end (`backends.py`), the
-Kubernetes one on the test cluster (its stand-in nodes for now: README, "The test cluster")."""
+Kubernetes one on the test cluster's real nodes."""
 
 from pathlib import Path
 
 import pytest
 from backends import Backend, KubeBackend, LocalBackend
+
+from kvbench.testing.cluster import TestCluster
+
+
+@pytest.fixture(scope="session")
+def cluster(real_cluster: TestCluster) -> TestCluster:
+    return real_cluster
 
 
 @pytest.fixture(params=["local", "kubernetes"])

@@ -1,10 +1,11 @@
 """What a Service arm tells the runner beyond its URL: what balanced it (kube-proxy's mode on a
-cluster, the stand-in's locally); and, on Kubernetes, that a worker whose readiness probe took
-it out of the Service for part of the window disturbed the run, whether the runner watched
+cluster, as its ConfigMap says; the local balancer locally); and, on Kubernetes, that a worker
+whose readiness probe took it out of the Service for part of the window disturbed the run,
+whether the runner watched
 (the window's EndpointSlice watch) or was restarted meanwhile (the pod's Ready transition).
 
 The readiness flip is real (`kvbench.testing.readiness`): the worker is stopped until the
-stand-in kubelet's readiness probe fails, then continued until it is Ready again, so the
+kubelet's readiness probe fails, then continued until it is Ready again, so the
 end-of-window check alone would find every pod Ready and unchanged."""
 
 import asyncio
@@ -39,13 +40,14 @@ async def _service_arm(cluster, experiment) -> tuple[list[WorkerInfo], UrlEndpoi
 
 @contextmanager
 def _kube_proxy_config(core: kubernetes.client.CoreV1Api, text: str) -> Iterator[None]:
-    """kube-system/kube-proxy as kubeadm makes it (the test cluster runs no kube-proxy)."""
-    body = {"metadata": {"name": "kube-proxy"}, "data": {"config.conf": text}}
-    core.create_namespaced_config_map("kube-system", body)
+    """kube-system/kube-proxy's `config.conf` replaced for a while (the real nodes' kube-proxy
+    read theirs at start: what the operator reports follows the ConfigMap, as it says)."""
+    kept = core.read_namespaced_config_map("kube-proxy", "kube-system")
+    core.patch_namespaced_config_map("kube-proxy", "kube-system", {"data": {"config.conf": text}})
     try:
         yield
     finally:
-        core.delete_namespaced_config_map("kube-proxy", "kube-system")
+        core.patch_namespaced_config_map("kube-proxy", "kube-system", {"data": kept.data})
 
 
 def test_a_service_arm_says_what_balanced_it(backend: Backend) -> None:
@@ -55,7 +57,7 @@ def test_a_service_arm_says_what_balanced_it(backend: Backend) -> None:
         cluster = backend.cluster()
         workers, endpoint, _ = await _service_arm(cluster, experiment)
         found = [endpoint.balancing]
-        if isinstance(backend, KubeBackend):  # again, with kube-proxy's configuration there
+        if isinstance(backend, KubeBackend):  # again, with kube-proxy in IPVS mode
             await cluster.close_arm()
             arm = experiment.spec.routing[0]
             with _kube_proxy_config(backend.core, "mode: ipvs\nipvs:\n  scheduler: ''\n"):
@@ -66,8 +68,9 @@ def test_a_service_arm_says_what_balanced_it(backend: Backend) -> None:
 
     found = asyncio.run(scenario())
     if isinstance(backend, KubeBackend):
-        absent, ipvs = found
-        assert absent.mode == "unknown" and "absent (404" in absent.source
+        nodes, ipvs = found  # the real nodes' kube-proxy runs in iptables mode
+        assert (nodes.mode, nodes.policy) == ("iptables", "random per connection"), nodes
+        assert "kube-system/kube-proxy" in nodes.source, nodes
         assert (ipvs.mode, ipvs.scheduler, ipvs.policy) == (
             "ipvs",
             "rr",

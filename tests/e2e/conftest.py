@@ -1,6 +1,6 @@
-"""The operator installed from its chart and running in the test cluster as a pod, under the
-chart's ServiceAccount, so every API call it makes is checked against the chart's RBAC (the
-stand-in nodes, until these tests are moved to the real ones: README, "The test cluster")."""
+"""The operator installed from its chart and running in the test cluster's real nodes as a
+container, under the chart's ServiceAccount, so every API call it makes is checked against the
+chart's RBAC."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -9,6 +9,11 @@ import pytest
 
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.operator_install import installed_operator
+
+
+@pytest.fixture(scope="session")
+def cluster(real_cluster: TestCluster) -> TestCluster:
+    return real_cluster
 
 
 @pytest.fixture(scope="module")

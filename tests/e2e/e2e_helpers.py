@@ -5,7 +5,13 @@ from typing import Any
 
 import yaml
 
-from kvbench.testing.experiments import apply, get, restart_operator, wait_phase
+from kvbench.testing.experiments import (
+    CPU_NODE_SHARE,
+    apply,
+    get,
+    restart_operator,
+    wait_phase,
+)
 
 __all__ = [
     "CPU_NODE_SHARE", "GPU", "apply", "article_002_document", "experiment_document", "get",
@@ -14,9 +20,6 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = {"nvidia.com/gpu.present": "true"}
-CPU_NODE_SHARE = {"requests": {"cpu": "500m", "memory": "512Mi"}}
-"""The load generator's and a router's requests here: every test node is this 2-core machine,
-so the default (1 CPU each) would not let one CPU node hold both beside the operator."""
 
 
 def experiment_document(example: str, name: str, **spec: Any) -> dict[str, Any]:

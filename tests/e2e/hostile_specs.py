@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import yaml
 
+from kvbench.testing.experiments import CPU_NODE_SHARE
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU = {"nvidia.com/gpu.present": "true"}
 Document = dict[str, Any]
@@ -36,7 +38,7 @@ def base_document(name: str) -> Document:
     spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     spec["load"].update(concurrency=[8], trials=1)
     spec["simulator"] = {"onCluster": True}
-    spec.pop("loadGenerator")
+    spec["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     return document
 
 
@@ -77,7 +79,8 @@ def _args(*args: str) -> Build:
 
 
 def _router(**router: Any) -> Build:
-    return _set("spec.routing", [{"name": "r", "router": {"policy": "round_robin", **router}}])
+    arm = {"policy": "round_robin", "resources": CPU_NODE_SHARE, **router}
+    return _set("spec.routing", [{"name": "r", "router": arm}])
 
 
 def _node_affinity(expression: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import kubernetes
 import pytest
-from e2e_helpers import apply, experiment_document, wait_phase
+from e2e_helpers import CPU_NODE_SHARE, apply, experiment_document, wait_phase
 
 from kvbench.api import parse_experiment
 from kvbench.kube.chart import CHART_DIR
@@ -39,7 +39,7 @@ def _small(name: str) -> dict[str, Any]:
     spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     spec["load"].update(concurrency=[8], trials=1)
     spec["simulator"] = {"onCluster": True}
-    spec.pop("loadGenerator")
+    spec["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     return document
 
 
@@ -63,13 +63,17 @@ def _targets(cluster: TestCluster, operator: dict[str, Any]) -> tuple[str, str]:
 def prometheus(
     cluster: TestCluster, operator: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """Prometheus on loopback, scraping the operator every second; yields its URL."""
+    """Prometheus in the CPU node's network namespace, as an in-cluster one (the Service's
+    address answers only there), scraping the operator every second; yields its URL."""
     pod, service = _targets(cluster, operator)
     scrape = (
         f"  - job_name: operator\n    static_configs:\n      - targets: ['{pod}']\n"
         f"  - job_name: operator-service\n    static_configs:\n      - targets: ['{service}']\n"
     )
-    with running_prometheus(tmp_path_factory.mktemp("prometheus"), scrape) as url:
+    assert cluster.fleet is not None
+    node = cluster.fleet.node("cpu-node-0")
+    workdir = tmp_path_factory.mktemp("prometheus")
+    with running_prometheus(workdir, scrape, node.netns.nsenter(), node.ip) as url:
         wait_for(lambda: _value(url, "min(up)") == 1, 60, "both operator targets up")
         yield url
 

@@ -35,13 +35,6 @@ from kvbench.testing.wait import wait_for
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def cluster(real_cluster: TestCluster) -> TestCluster:
-    """These run on the real nodes: the operator, workers, routers and load generators as
-    containers of the images built here (the rest of tests/e2e is still on the stand-in)."""
-    return real_cluster
-
-
 def _store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
     uid = get(cluster, namespace, name)["metadata"]["uid"]
     store = ConfigMapStore(

@@ -26,7 +26,7 @@ from typing import Any
 
 import kubernetes
 import pytest
-from e2e_helpers import GPU, apply, article_002_document, get, wait_phase
+from e2e_helpers import CPU_NODE_SHARE, GPU, apply, article_002_document, get, wait_phase
 from kubernetes.client.exceptions import ApiException
 
 from kvbench.kube.manifests import LABEL_COMPONENT
@@ -117,7 +117,9 @@ def _document() -> dict[str, Any]:
     spec["workers"] = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU,
                         "simulation": {"profile": "qwen3-0.6b-24gb"}}]  # fmt: skip
     spec["workload"]["promptFormat"] = "text"
-    spec["routing"] = [{"name": "cache-aware", "router": {"policy": "cache_aware"}}]
+    spec["routing"] = [
+        {"name": "cache-aware", "router": {"policy": "cache_aware", "resources": CPU_NODE_SHARE}}
+    ]
     spec["engine"]["hubTokenSecret"] = {"name": SECRET, "key": KEY}
     spec["cleanup"] = {"keepJobs": True, "keepWorkers": True}
     return document

@@ -128,8 +128,9 @@ class Driver:
         return str(pod.metadata.uid)
 
     def kill_container(self, pod: Any) -> str:
-        """SIGKILL the pod's container process on its node (the test cluster's pods are local
-        processes): the container fails with exit 137 as after an OOM kill."""
+        """SIGKILL the pod's container process, found on this machine by its environment (a
+        node's containers are processes here, in their own namespaces): the container fails
+        with exit 137 as after an OOM kill."""
         uid = str(pod.metadata.uid)
         for pid in pids_with_env("POD_UID", uid) or pids_with_env("POD_NAME", pod.metadata.name):
             os.kill(pid, signal.SIGKILL)

@@ -1,5 +1,6 @@
-"""The fault campaign's fixtures: the chart's operator in the test cluster (as in tests/e2e),
-and the campaign's seed (KVBENCH_FAULT_SEED, default 1), printed so a failure can be rerun."""
+"""The fault campaign's fixtures: the test cluster on its real nodes, the chart's operator in
+it (as in tests/e2e) on the CPU node, and the campaign's seed (KVBENCH_FAULT_SEED, default 1),
+printed so a failure can be rerun."""
 
 import os
 from collections.abc import Iterator
@@ -11,9 +12,17 @@ from kvbench.testing.cluster import TestCluster
 from kvbench.testing.operator_install import installed_operator
 
 
+@pytest.fixture(scope="session")
+def cluster(real_cluster: TestCluster) -> TestCluster:
+    return real_cluster
+
+
 @pytest.fixture(scope="module")
 def operator(cluster: TestCluster, experiment_crd: str) -> Iterator[dict[str, Any]]:
-    with installed_operator(cluster) as deployment:
+    """On the CPU node, where users put it: a GPU node that goes away takes only workers."""
+    values = {"watch": {"allNamespaces": True},
+              "nodeSelector": {"kubernetes.io/hostname": "cpu-node-0"}}  # fmt: skip
+    with installed_operator(cluster, values) as deployment:
         yield deployment
 
 

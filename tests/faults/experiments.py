@@ -6,6 +6,8 @@ from typing import Any
 
 import yaml
 
+from kvbench.testing.experiments import CPU_NODE_SHARE
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU = {"nvidia.com/gpu.present": "true"}
 
@@ -20,6 +22,6 @@ def small_experiment(name: str, **spec: Any) -> dict[str, Any]:
     body["load"].update(concurrency=[4], trials=1)
     body["simulator"] = {"onCluster": True}
     body["cleanup"] = {"keepJobs": True}
-    body.pop("loadGenerator")
+    body["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     body.update(spec)
     return document

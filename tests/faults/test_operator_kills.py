@@ -17,7 +17,7 @@ from invariants import check_experiment, delete_leaving_nothing
 from kvbench.api import parse_experiment
 from kvbench.plan import plan_experiment
 from kvbench.testing.cluster import TestCluster
-from kvbench.testing.experiments import apply, wait_phase
+from kvbench.testing.experiments import CPU_NODE_SHARE, apply, wait_phase
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,8 @@ def test_operator_killed_at_every_step_loses_nothing_and_doubles_nothing(
     document = small_experiment(
         name,
         routing=[{"name": "service", "service": {}},
-                 {"name": "router", "router": {"policy": "cache_aware"}}],
+                 {"name": "router",
+                  "router": {"policy": "cache_aware", "resources": CPU_NODE_SHARE}}],
     )  # fmt: skip
     document["spec"]["workload"]["promptFormat"] = "text"
     document["spec"]["load"]["trials"] = 4

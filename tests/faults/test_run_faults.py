@@ -1,7 +1,8 @@
 """One fault per experiment, in the middle of a run: a worker pod deleted in the measured
 window, a worker out of the Service for part of it (its readiness probe failed, then passed:
 Ready and unchanged by the window's end), a worker that crash-loops, a worker never Ready,
-the load generator's pod killed, past its deadline, or deleted. Each disturbed window is
+the load generator's pod killed, past its deadline, or deleted, a worker's node gone away for a
+while (on the real nodes, as all of these run). Each disturbed window is
 retried or the run failed with a reason, never recorded good; partial results are kept and
 marked; nothing is left behind."""
 
@@ -63,6 +64,27 @@ def _delete_load(driver: Driver) -> set[str]:
     pod = _measuring_load(driver)
     driver.core.delete_namespaced_pod(pod.metadata.name, driver.namespace)  # with its grace
     return set()
+
+
+def _node_goes_away(driver: Driver) -> set[str]:
+    """A worker's node goes away in the window (its link cut, every process on it killed),
+    stays away until the node controller marks it NotReady, then boots again."""
+    pod = driver.run_pods("worker")[0]
+    fleet = driver.cluster.fleet
+    assert fleet is not None, "a node can go away only on the real nodes"
+    node = fleet.node(pod.spec.node_name)
+    node.go_away()
+    try:
+        wait_for(lambda: not node_ready(driver.core, node.name), 120, f"{node.name} NotReady")
+    finally:
+        node.come_back()
+    wait_for(lambda: node_ready(driver.core, node.name), 120, f"{node.name} Ready again")
+    return {str(pod.metadata.uid)}
+
+
+def node_ready(core: Any, name: str) -> bool:
+    conditions = core.read_node(name).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def _retried(reason: str, partial: bool = False) -> Callable[[RunRecord], None]:
@@ -127,6 +149,12 @@ FAULTS = [
         {"timeouts": {"run": "10s"}, "simulator": {"timeScale": 0.5}, "workload": LONG},
         None,
         _failed("RunTimeout", "partial result is kept", partial=True),
+    ),
+    Fault(  # the window outlasts the node controller's 40 s grace before NotReady
+        "a worker's node goes away and comes back",
+        {"workload": LONG, "simulator": {"timeScale": 0.25}},
+        _node_goes_away,
+        _retried("WorkersDisturbed"),
     ),
     Fault(
         "load generator deleted",

@@ -12,7 +12,15 @@ from kvbench.kube.manifests import LABEL_UID
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
 
-__all__ = ["apply", "children", "get", "namespace_objects", "restart_operator", "wait_phase"]
+__all__ = [
+    "CPU_NODE_SHARE", "apply", "children", "get", "namespace_objects", "restart_operator",
+    "wait_phase",
+]  # fmt: skip
+
+CPU_NODE_SHARE = {"requests": {"cpu": "500m", "memory": "512Mi"}}
+"""The load generator's and a router's requests in tests: every test node is this 2-core
+machine, so the default (1 CPU each) would not let one CPU node hold both beside the
+operator."""
 
 
 def apply(cluster: TestCluster, namespace: str, document: dict[str, Any]) -> None:

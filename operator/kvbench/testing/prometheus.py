@@ -1,10 +1,12 @@
-"""A real Prometheus (Debian's binary) on loopback, for tests that read metrics the way a
-monitoring stack does: started with a static scrape config, up once `/-/ready` answers."""
+"""A real Prometheus (Debian's binary), for tests that read metrics the way a monitoring stack
+does: started with a static scrape config, up once `/-/ready` answers. On loopback, or inside
+a test cluster node's network namespace, where an in-cluster Prometheus reaches pods and
+Service addresses alike."""
 
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,9 +32,12 @@ def _ready(process: subprocess.Popen[bytes], url: str, timeout: float = 60.0) ->
 
 
 @contextmanager
-def running_prometheus(workdir: Path, scrape_configs: str) -> Iterator[str]:
+def running_prometheus(
+    workdir: Path, scrape_configs: str, prefix: Sequence[str] = (), host: str = "127.0.0.1"
+) -> Iterator[str]:
     """Prometheus scraping every second with `scrape_configs` (YAML, indented as the list
-    under `scrape_configs:`); yields its URL. A port taken meanwhile is tried again."""
+    under `scrape_configs:`), run behind `prefix` (a node's `nsenter`) and listening on
+    `host`; yields its URL. A port taken meanwhile is tried again."""
     assert PROMETHEUS is not None, "the prometheus binary is not installed"
     config = workdir / "prometheus.yml"
     config.write_text(
@@ -41,10 +46,11 @@ def running_prometheus(workdir: Path, scrape_configs: str) -> Iterator[str]:
     )
     log_path = workdir / "prometheus.log"
     for _attempt in range(5):
-        url = f"http://127.0.0.1:{free_port()}"
+        url = f"http://{host}:{free_port()}"
         with log_path.open("a") as log:
             process = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+                [*prefix, PROMETHEUS, f"--config.file={config}",
+                 f"--storage.tsdb.path={workdir / 'tsdb'}",
                  f"--web.listen-address={url.removeprefix('http://')}"],
                 stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip

@@ -1,7 +1,8 @@
-"""A pod's readiness flipped for real on the test cluster: its processes (local processes there)
-are stopped until the stand-in kubelet's readiness probe fails and the pod turns not Ready, then
-continued until it is Ready again, as a worker saturated for a while is taken out of its
-Service and put back. By the end the pod is Ready, unchanged and never restarted."""
+"""A pod's readiness flipped for real on the test cluster: its container's processes (seen on
+this machine, found by their environment) are stopped until the kubelet's readiness probe fails
+and the pod turns not Ready, then continued until it is Ready again, as a worker saturated for a
+while is taken out of its Service and put back. By the end the pod is Ready, unchanged and
+never restarted (the liveness probe allows 120 s, the readiness probe 30 s)."""
 
 import os
 import signal
