@@ -1,19 +1,20 @@
-"""The project's image and its router image, built for real once per session (and reused
-across sessions while nothing they are built from changed), mounted, and the project image's
-simulator running."""
+"""The project's image and its router image, built by Docker once per session (and reused
+across sessions while nothing they are built from changed), and the project image's simulator
+running in a container."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 from image_helpers import ImageRunner, ImageServer
 
-from kvbench.testing.image import BuiltImage, ensure_image, mounted
+from kvbench.testing.image import BuiltImage, ensure_image
 
-_TOOLS = ("podman", "debootstrap", "unshare", "chroot", "tar")
+_TOOLS = ("debootstrap", "tar")
 _BUILT = pytest.StashKey[BuiltImage]()
 
 SIM_ARGS = (
@@ -26,12 +27,12 @@ SIM_ARGS = (
 @pytest.fixture(scope="session")
 def image(request: pytest.FixtureRequest) -> BuiltImage:
     if os.geteuid() != 0:
-        pytest.skip("the image tests need root: podman build, debootstrap, mount namespaces")
+        pytest.skip("the image tests need root: Docker, debootstrap")
     missing = [tool for tool in _TOOLS if shutil.which(tool) is None]
-    if missing:
+    if missing or subprocess.run(["/usr/bin/docker", "info"], capture_output=True).returncode:
         pytest.fail(
-            f"the image tests need {', '.join(missing)}, missing here: "
-            "apt-get install podman debootstrap"
+            f"the image tests need a running Docker and {', '.join(_TOOLS)}: "
+            "apt-get install docker.io debootstrap, and start dockerd"
         )
     built = ensure_image()
     request.config.stash[_BUILT] = built
@@ -39,9 +40,8 @@ def image(request: pytest.FixtureRequest) -> BuiltImage:
 
 
 @pytest.fixture(scope="session")
-def runner(image: BuiltImage) -> Iterator[ImageRunner]:
-    with mounted(image.tag) as root:
-        yield ImageRunner(image, root)
+def runner(image: BuiltImage) -> ImageRunner:
+    return ImageRunner(image)
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +52,8 @@ def router_image(image: BuiltImage) -> BuiltImage:
 
 
 @pytest.fixture(scope="session")
-def router_runner(router_image: BuiltImage) -> Iterator[ImageRunner]:
-    with mounted(router_image.tag) as root:
-        yield ImageRunner(router_image, root)
+def router_runner(router_image: BuiltImage) -> ImageRunner:
+    return ImageRunner(router_image)
 
 
 @pytest.fixture(scope="module")

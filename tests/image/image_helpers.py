@@ -1,28 +1,28 @@
-"""Programs of the built image run as its container would be: see kvbench.testing.image."""
+"""Programs of a built image run as its container: `docker run`, as kvbench.testing.image says."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
 
-from kvbench.testing.image import BuiltImage, container_argv
+from kvbench.testing.image import BuiltImage, docker, run_argv
 
-__all__ = ["ImageRunner", "ImageServer"]
+__all__ = ["ImageRunner", "ImageServer", "RunningContainer"]
 
 _LISTEN = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 
 class ImageRunner:
-    """The mounted image `image` at `root`, its programs run on demand."""
+    """The built `image`, its programs run on demand."""
 
-    def __init__(self, image: BuiltImage, root: Path) -> None:
+    def __init__(self, image: BuiltImage) -> None:
         self.image = image
-        self.root = root
 
     def argv(
         self,
@@ -30,8 +30,9 @@ class ImageRunner:
         volumes: Mapping[str, Path] | None = None,
         entrypoint: Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
+        name: str | None = None,
     ) -> list[str]:
-        return container_argv(self.image, self.root, args, volumes, entrypoint, env)
+        return run_argv(self.image, args, volumes, entrypoint, env, name)
 
     def run(
         self,
@@ -50,18 +51,49 @@ class ImageRunner:
         return done.stdout
 
 
-class ImageServer:
-    """`kvbench sim` from the image on an ephemeral loopback port, logging to `log`."""
+class RunningContainer:
+    """A long-running program of the image in a named container, logging to `log`."""
 
-    def __init__(self, runner: ImageRunner, args: Sequence[str], log: Path) -> None:
+    def __init__(
+        self,
+        runner: ImageRunner,
+        args: Sequence[str],
+        log: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = f"kvbench-test-{uuid.uuid4().hex[:10]}"
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                runner.argv(["sim", "--host", "127.0.0.1", "--port", "0", *args]),
+                runner.argv(args, env=env, name=self.name),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+    def pid(self) -> int:
+        """The program's PID on this machine (the container's first process: no wrapper)."""
+        return int(docker("inspect", "--format", "{{.State.Pid}}", self.name).stdout)
+
+    def status(self) -> dict[str, str]:
+        """The program's /proc/PID/status fields."""
+        lines = Path(f"/proc/{self.pid()}/status").read_text().splitlines()
+        return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+    def stop(self) -> None:
+        subprocess.run(["/usr/bin/docker", "stop", "--time", "10", self.name], capture_output=True)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(15)
+
+
+class ImageServer(RunningContainer):
+    """`kvbench sim` from the image on an ephemeral loopback port."""
+
+    def __init__(self, runner: ImageRunner, args: Sequence[str], log: Path) -> None:
+        super().__init__(runner, ["sim", "--host", "127.0.0.1", "--port", "0", *args], log)
         self.port = self._wait_for_port(60)
         httpx.get(f"{self.url}/health", timeout=10).raise_for_status()
 
@@ -80,16 +112,3 @@ class ImageServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def status(self) -> dict[str, str]:
-        """The process's /proc/PID/status fields (it is the simulator itself, not a wrapper)."""
-        lines = Path(f"/proc/{self.proc.pid}/status").read_text().splitlines()
-        return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(15)

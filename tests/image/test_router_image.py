@@ -6,7 +6,6 @@ only /tmp writable, and a kv_aware router from it receives a simulator's KV even
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from image_helpers import ImageRunner
+from image_helpers import ImageRunner, RunningContainer
 
 from kvbench.kube.manifests.common import USER_ID
 from kvbench.procs import free_port
@@ -125,15 +124,11 @@ def test_a_kv_aware_router_from_the_image_receives_kv_events(
         args = ["--host", router_ip, "--port", "8000", "--policy", "kv_aware"]
         args += ["--worker-urls", worker.base_url, *feed.router_args()]
         # RUST_LOG as the router Deployment sets it, for the batch lines counted below.
-        argv = router_runner.argv(args, env={"RUST_LOG": router_log_filter([])})
-        with router_log.open("wb") as out:
-            router = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        env = {"RUST_LOG": router_log_filter([])}
+        router = RunningContainer(router_runner, args, router_log, env)
         try:
-            _wait(f"http://{router_ip}:8000/liveness", router, router_log)
-            status = Path(f"/proc/{router.pid}/status").read_text()
-            uids = next(line for line in status.splitlines() if line.startswith("Uid:"))
-            assert uids.split()[1:] == [str(USER_ID)] * 4
-            assert os.readlink(f"/proc/{router.pid}/root") == str(router_runner.root)
+            _wait(f"http://{router_ip}:8000/liveness", router.proc, router_log)
+            assert router.status()["Uid"].split() == [str(USER_ID)] * 4
             for i in range(4):
                 body = {
                     "model": "Qwen/Qwen3-0.6B",
@@ -149,6 +144,6 @@ def test_a_kv_aware_router_from_the_image_receives_kv_events(
                 assert time.monotonic() < deadline, router_log.read_text()[-3000:]
                 time.sleep(0.2)
         finally:
-            _stop(router)
+            router.stop()
     finally:
         _stop(sim)

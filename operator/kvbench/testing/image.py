@@ -1,25 +1,18 @@
 """The project's container images (the repository's Dockerfile: the project image, its default
-target, and the router image, its `router` target), built and run for real without a Docker
-engine.
+target, and the router image, its `router` target), built by Docker's BuildKit as a user's
+`docker build` builds them, and run by Docker as Kubernetes runs them.
 
-`podman build --isolation chroot` needs no container runtime. The Dockerfile's base, an exact
-Docker Hub tag that cannot be pulled offline, is made locally under that very name from
-`debootstrap --variant=minbase`, slimmed the way Docker's slim images are. An image is tagged by
-the hash of everything it is built from, so a session builds only when one of those changed; the
-base's root file system and the build records are cached outside the repo.
-
-`podman run` cannot work here (crun cannot set rlimits in this sandbox), so `container_argv`
-runs an image the way a runtime with a read-only root file system would: the mounted image
-read-only in a private mount namespace, its declared volumes writable (tmpfs, or host
-directories), a /proc and a minimal /dev, and its entry point under `chroot --userspec` as the
-image's user, with the image's environment and working directory. Cgroups, rlimits and a network
-namespace are left out: the programs share the machine's loopback. Run `python -m
-kvbench.testing.image` to build ahead of the tests.
+The Dockerfile's base, an exact Docker Hub tag that cannot be pulled offline, is made locally
+under that very name from `debootstrap --variant=minbase`, slimmed the way Docker's slim images
+are. An image is tagged by the hash of everything it is built from, so a session builds only
+when one of those changed; the base's root file system and the build records are cached
+outside the repo. `run_argv` runs an image as the chart's securityContext does: its user, a
+read-only root file system, its declared volumes writable. Run `python -m kvbench.testing.image`
+to build ahead of the tests.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -29,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,9 +38,9 @@ __all__ = [
     "BuiltImage",
     "ImageTarget",
     "base_image_name",
-    "container_argv",
+    "docker",
     "ensure_image",
-    "mounted",
+    "run_argv",
     "source_hash",
 ]
 
@@ -98,7 +91,8 @@ _BASE_CONFIG = (
     "CMD bash",
     f"LABEL io.kvbench.base-revision={_BASE_REVISION}",
 )
-_DEVICES = ("null", "zero", "full", "random", "urandom")
+_DOCKER = "/usr/bin/docker"
+"""Debian's docker client (a newer one on PATH may want a buildx this engine lacks)."""
 
 
 class BuiltImage(BaseModel):
@@ -106,7 +100,7 @@ class BuiltImage(BaseModel):
 
     tag: str
     size: int
-    """Bytes, as `podman image inspect` counts them (all layers, uncompressed)."""
+    """Bytes, as `docker image inspect` counts them (all layers, uncompressed)."""
     user: str
     env: list[str]
     workdir: str
@@ -133,12 +127,26 @@ def _run(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def _podman(*args: str) -> str:
-    return _run("podman", *args, capture_output=True).stdout.strip()
+def docker(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Debian's docker client; a failure raises with its error."""
+    if not Path(_DOCKER).exists():
+        raise RuntimeError("Docker is not installed (Debian: apt-get install docker.io)")
+    done = subprocess.run([_DOCKER, *args], capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+    return done
+
+
+def _docker(*args: str) -> str:
+    return docker(*args).stdout.strip()
 
 
 def _exists(tag: str) -> bool:
-    return subprocess.run(["podman", "image", "exists", tag]).returncode == 0
+    try:
+        _docker("image", "inspect", "--format", "{{.Id}}", tag)
+    except RuntimeError:
+        return False
+    return True
 
 
 def base_image_name() -> str:
@@ -218,13 +226,13 @@ def _base_tarball() -> Path:
 def _ensure_base(name: str) -> None:
     """The Dockerfile's base under its own name: pulled by nobody, imported from debootstrap."""
     if _exists(name):
-        labels = _podman("image", "inspect", "--format", "{{json .Labels}}", name)
+        labels = _docker("image", "inspect", "--format", "{{json .Config.Labels}}", name)
         if (json.loads(labels) or {}).get("io.kvbench.base-revision") == _BASE_REVISION:
             return
     tarball = _base_tarball()
-    _log(f"podman import {tarball.name} as {name}")
+    _log(f"docker import {tarball.name} as {name}")
     changes = [arg for change in _BASE_CONFIG for arg in ("--change", change)]
-    _run("podman", "import", *changes, str(tarball), name, stdout=subprocess.DEVNULL)
+    _docker("import", *changes, str(tarball), name)
 
 
 _SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -245,28 +253,29 @@ def _build(tag: str, digest: str, target: ImageTarget) -> float:
     secret = [] if (ca := _pip_ca()) is None else ["--secret", f"id=pip-ca,src={ca}"]
     stage = [] if target == "kvbench" else ["--target", target]
     argv = [
-        "podman", "build", "--isolation", "chroot", "--pull=never", "--layers", *secret, *stage,
+        _DOCKER, "build", "--network", "host", *secret, *stage,
         "--label", f"io.kvbench.source-hash={digest}", "--tag", tag,
         "--file", str(DOCKERFILE), str(REPO),
     ]  # fmt: skip
     _log(f"{shlex.join(argv)} (a few minutes when nothing is cached)")
     start = time.monotonic()
-    _run(*argv, stdout=sys.stderr, stdin=subprocess.DEVNULL)
+    _run(*argv, stdout=sys.stderr, stdin=subprocess.DEVNULL,
+         env={**os.environ, "DOCKER_BUILDKIT": "1"})  # fmt: skip
     return time.monotonic() - start
 
 
 def _prune(repository: str) -> None:
-    """Our older source-hash images, newest kept; one in use (mounted) refuses and stays."""
-    listed = _podman(
+    """Our older source-hash images, newest kept; one a container uses refuses and stays."""
+    listed = _docker(
         "images", "--filter", f"reference={repository}:{_TAG_PREFIX}*",
-        "--format", "{{.Repository}}:{{.Tag}}", "--sort", "created",
+        "--format", "{{.Repository}}:{{.Tag}}",
     )  # fmt: skip
-    for tag in listed.split()[_KEEP_IMAGES:]:
-        subprocess.run(["podman", "rmi", tag], capture_output=True)
+    for tag in listed.split()[_KEEP_IMAGES:]:  # newest first
+        subprocess.run([_DOCKER, "rmi", tag], capture_output=True)
 
 
 def _inspect(tag: str, build_seconds: float, built_now: bool) -> BuiltImage:
-    (data,) = json.loads(_podman("image", "inspect", tag))
+    (data,) = json.loads(_docker("image", "inspect", tag))
     config = data.get("Config") or {}
     return BuiltImage(
         tag=tag,
@@ -301,112 +310,45 @@ def ensure_image(target: ImageTarget = "kvbench") -> BuiltImage:
     return _inspect(tag, seconds, built_now=True)
 
 
-def _docker(*args: str) -> str:
-    from kvbench.testing.node.images import docker
-
-    return docker(*args).stdout.strip()
-
-
-def _docker_exists(tag: str) -> bool:
-    try:
-        _docker("image", "inspect", "--format", "{{.Id}}", tag)
-    except RuntimeError:
-        return False
-    return True
-
-
-def ensure_docker_image(target: ImageTarget = "kvbench") -> str:
-    """The image of `target` built by Docker's BuildKit (what a user's `docker build` does),
-    tagged by source hash, built only if missing; the base imported from debootstrap under the
-    Dockerfile's own name. Returns the tag."""
-    digest = source_hash()
-    tag = f"{IMAGE_REPOSITORIES[target]}:{_TAG_PREFIX}{digest}"
-    root = _cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with exclusive(root / ".docker-build.lock", "docker image build"):
-        if _docker_exists(tag):
-            return tag
-        base = base_image_name()
-        if not _docker_exists(base):
-            changes = [arg for change in _BASE_CONFIG for arg in ("--change", change)]
-            _docker("import", *changes, str(_base_tarball()), base)
-        secret = [] if (ca := _pip_ca()) is None else ["--secret", f"id=pip-ca,src={ca}"]
-        stage = [] if target == "kvbench" else ["--target", target]
-        argv = [
-            "/usr/bin/docker", "build", "--network", "host", *secret, *stage,
-            "--label", f"io.kvbench.source-hash={digest}", "--tag", tag,
-            "--file", str(DOCKERFILE), str(REPO),
-        ]  # fmt: skip
-        _log(f"{shlex.join(argv)} (a few minutes when nothing is cached)")
-        _run(*argv, stdout=sys.stderr, stdin=subprocess.DEVNULL,
-             env={**os.environ, "DOCKER_BUILDKIT": "1"})  # fmt: skip
-    return tag
-
-
-@contextlib.contextmanager
-def mounted(tag: str) -> Iterator[Path]:
-    """The image's root file system (read-only), mounted for as long as the block runs."""
-    root = Path(_podman("image", "mount", tag))
-    try:
-        yield root
-    finally:
-        subprocess.run(["podman", "image", "unmount", tag], capture_output=True)
-
-
 def _numeric_user(user: str) -> str:
     if not re.fullmatch(r"[1-9]\d*:[1-9]\d*", user):
         raise ValueError(f"image user {user!r} is not a numeric non-root UID:GID")
     return user
 
 
-def container_argv(
+def run_argv(
     image: BuiltImage,
-    root: Path,
     args: Sequence[str] | None = None,
     volumes: Mapping[str, Path] | None = None,
     entrypoint: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
+    name: str | None = None,
 ) -> list[str]:
-    """The command line that runs `image` (mounted at `root`) as a container with a read-only
-    root file system: `entrypoint` (default the image's) with `args` (default its CMD), `env`
-    over the image's environment (as a pod's `env` is).
-
-    Each declared volume is a fresh tmpfs unless `volumes` maps it to a host directory, which
-    then gets the owner and mode of the image's directory (as Docker seeds a new volume). The
-    process that ends up with the returned command's PID is the program itself.
-    """
+    """`docker run` of `image` as the chart runs it: its numeric non-root user, a read-only
+    root file system, each declared volume a fresh one (Docker seeds it from the image's
+    directory) unless `volumes` maps it to a host directory, which then gets that directory's
+    owner and mode; `entrypoint` (default the image's) with `args` (default its CMD), `env`
+    over the image's environment (as a pod's `env` is). On the host's network, as the tests'
+    servers on loopback need."""
     host_dirs = dict(volumes or {})
     undeclared = set(host_dirs) - set(image.volumes)
     if undeclared:
         raise ValueError(f"not volumes of {image.tag}: {sorted(undeclared)}")
-    steps = [
-        'mount --bind "$r" "$r"',
-        'mount -o remount,bind,ro "$r"',
-        'mount -t proc proc "$r/proc"',
-        'mount -t tmpfs -o mode=755,nosuid tmpfs "$r/dev"',
-        *(f'touch "$r/dev/{d}" && mount --bind /dev/{d} "$r/dev/{d}"' for d in _DEVICES),
-        'mkdir "$r/dev/shm" && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"',
-    ]
-    for volume in image.volumes:
-        seen = (root / volume.lstrip("/")).stat()
-        target = shlex.quote(volume)
-        if volume in host_dirs:
-            os.chown(host_dirs[volume], seen.st_uid, seen.st_gid)
-            host_dirs[volume].chmod(seen.st_mode & 0o7777)
-            steps.append(f'mount --bind {shlex.quote(str(host_dirs[volume]))} "$r"{target}')
-        else:
-            options = f"mode={seen.st_mode & 0o7777:o},uid={seen.st_uid},gid={seen.st_gid}"
-            steps.append(f'mount -t tmpfs -o {options},nosuid,nodev tmpfs "$r"{target}')
+    argv = [_DOCKER, "run", "--rm", "--read-only", "--network", "host"]
+    argv += ["--user", _numeric_user(image.user)]
+    if name is not None:
+        argv += ["--name", name]
+    for volume, directory in host_dirs.items():
+        uid, gid = (int(part) for part in image.user.split(":"))
+        os.chown(directory, uid, gid)
+        argv += ["--volume", f"{directory}:{volume}"]
+    for key, value in (env or {}).items():
+        argv += ["--env", f"{key}={value}"]
     program = [*(image.entrypoint if entrypoint is None else entrypoint)]
-    program += image.cmd if args is None else args
-    own = [f"{name}={value}" for name, value in (env or {}).items()]
-    inside = ["/usr/bin/env", "-i", "-C", image.workdir, *image.env, *own, *program]
-    chroot = ["chroot", f"--userspec={_numeric_user(image.user)}", '"$r"']
-    script = "\n".join(
-        ["set -e", 'r="$1"', *steps, f"exec {' '.join(chroot)} {shlex.join(inside)}"]
-    )
-    unshare = ["unshare", "--mount", "--propagation", "private"]
-    return [*unshare, "/bin/sh", "-c", script, "sh", str(root)]
+    if program:
+        argv += ["--entrypoint", program[0]]
+    argv.append(image.tag)
+    return [*argv, *program[1:], *(image.cmd if args is None else args)]
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -28,24 +27,13 @@ from pydantic import BaseModel
 
 from kvbench.api.engine import EngineSpec
 from kvbench.kube.manifests.router import ROUTER_IMAGE
-from kvbench.testing.image import REPO, ensure_docker_image
+from kvbench.testing.image import REPO, docker, ensure_image
 
-__all__ = ["PAUSE_IMAGE", "NodeImages", "docker", "node_images", "normalized"]
+__all__ = ["PAUSE_IMAGE", "NodeImages", "node_images", "normalized"]
 
 PAUSE_IMAGE = "k8s.gcr.io/pause:3.4"
 """The tag build/pause/Makefile gives the pause of Kubernetes 1.20's source."""
 _VLLM_DOCKERFILE = Path(__file__).with_name("vllm-openai.Dockerfile")
-
-
-def docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """Debian's docker client (a newer one on PATH may want a buildx this engine lacks)."""
-    binary = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else shutil.which("docker")
-    if binary is None:
-        raise RuntimeError("Docker is not installed (Debian: apt-get install docker.io)")
-    done = subprocess.run([binary, *args], capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
-    if done.returncode != 0:
-        raise RuntimeError(f"docker {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-    return done
 
 
 class NodeImages(BaseModel):
@@ -100,8 +88,8 @@ def _vllm_stand_in(project: str) -> str:
 def node_images(pause_binary: Path, cache: Path) -> NodeImages:
     """Build (or find) every image, tag it as pods name it, and save them in one archive."""
     began = time.monotonic()
-    project = ensure_docker_image("kvbench")
-    router = ensure_docker_image("router")
+    project = ensure_image("kvbench").tag
+    router = ensure_image("router").tag
     names = [_pause(pause_binary)]
     for tag in {f"ghcr.io/kvbench/kvbench:{_chart_app_version()}", "ghcr.io/kvbench/kvbench:0.1.0"}:
         docker("tag", project, tag)
