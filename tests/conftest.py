@@ -19,9 +19,12 @@ from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
 
 
-def _test_cluster(pytestconfig: pytest.Config, real_nodes: bool) -> Iterator[TestCluster]:
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
+    """The test cluster on its real nodes (`kvbench.testing.node`): kubelets, containerd, CNI,
+    kube-proxy and a cluster DNS, the images built with Docker."""
     if os.geteuid() != 0:
-        pytest.skip("the test cluster needs root: apt-get for its build, mount namespaces for pods")
+        pytest.skip("the test cluster needs root: network namespaces, cgroups, containerd")
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
 
     def say(message: str) -> None:
@@ -29,23 +32,11 @@ def _test_cluster(pytestconfig: pytest.Config, real_nodes: bool) -> Iterator[Tes
         with capture.global_and_fixture_disabled():
             print(f"\n[test cluster] {message}", file=sys.stderr, flush=True)
 
-    test_cluster = TestCluster(say=say, real_nodes=real_nodes).start()
+    test_cluster = TestCluster(say=say).start()
     try:
         yield test_cluster
     finally:
         test_cluster.stop()
-
-
-@pytest.fixture(scope="session")
-def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
-    yield from _test_cluster(pytestconfig, real_nodes=False)
-
-
-@pytest.fixture(scope="session")
-def real_cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
-    """The test cluster on real nodes (`kvbench.testing.node`): kubelets, containerd, CNI,
-    kube-proxy and cluster DNS, the images built with Docker."""
-    yield from _test_cluster(pytestconfig, real_nodes=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -72,12 +63,10 @@ def batch(cluster: TestCluster) -> kubernetes.client.BatchV1Api:
     return kubernetes.client.BatchV1Api(cluster.api_client())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def experiment_crd(cluster: TestCluster) -> str:
     """The BenchmarkExperiment CRD on the test cluster (kubectl 1.20 needs --validate=false
-    for its CEL rules, which the 1.20 API server drops). Per module, not per session: a
-    directory may override `cluster` (tests/e2e runs on real nodes), and a session fixture
-    would keep the first cluster it was made for."""
+    for its CEL rules, which the 1.20 API server drops)."""
     crd = Path(__file__).resolve().parents[1] / "crds" / "benchmarkexperiments.kvbench.io.yaml"
     applied = cluster.kubectl("apply", "--validate=false", "-f", str(crd))
     assert applied.returncode == 0, applied.stderr

@@ -6,13 +6,6 @@ from pathlib import Path
 import pytest
 from backends import Backend, KubeBackend, LocalBackend
 
-from kvbench.testing.cluster import TestCluster
-
-
-@pytest.fixture(scope="session")
-def cluster(real_cluster: TestCluster) -> TestCluster:
-    return real_cluster
-
 
 @pytest.fixture(params=["local", "kubernetes"])
 def backend(request, tmp_path: Path) -> Backend:

@@ -12,11 +12,6 @@ from kvbench.testing.cluster import TestCluster
 from kvbench.testing.operator_install import installed_operator
 
 
-@pytest.fixture(scope="session")
-def cluster(real_cluster: TestCluster) -> TestCluster:
-    return real_cluster
-
-
 @pytest.fixture(scope="module")
 def operator(cluster: TestCluster, experiment_crd: str) -> Iterator[dict[str, Any]]:
     """On the CPU node, where users put it: a GPU node that goes away takes only workers."""

@@ -19,7 +19,6 @@ import kubernetes
 import pytest
 import urllib3
 from click.testing import CliRunner
-from harness_manifests import PROJECT_IMAGE
 from kubernetes.client.exceptions import ApiException
 
 from kvbench.cli.loadgen import loadgen
@@ -37,6 +36,8 @@ from kvbench.testing.controlplane import write_kubeconfig
 from kvbench.testing.wait import wait_for
 
 MiB = 1024 * 1024
+PROJECT_IMAGE = "ghcr.io/kvbench/kvbench:0.1.0"
+"""The project image as the real nodes hold it (`kvbench.testing.node.images`)."""
 MODEL = "Qwen/Qwen3-0.6B"
 NAMES = result_configmap_names("exp-r3-a1")
 

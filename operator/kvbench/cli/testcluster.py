@@ -2,8 +2,7 @@
 
 It builds the Kubernetes binaries and the nodes' images on first use, starts the control
 plane and real nodes (a kubelet, containerd and kube-proxy each, `kvbench.testing.node`),
-prints how to reach them, and stops everything on Ctrl-C (or SIGTERM). `--stand-in-nodes`
-starts the older node agent instead (pods as local processes on loopback).
+prints how to reach them, and stops everything on Ctrl-C (or SIGTERM).
 """
 
 from __future__ import annotations
@@ -28,18 +27,12 @@ def testcluster() -> None:
 @click.option("--gpu-product", default="NVIDIA-L4", show_default=True, help="GPU node label")
 @click.option("--cpu-nodes", default=1, show_default=True, help="Nodes without GPUs")
 @click.option("--keep", is_flag=True, help="Keep the working directory (logs) after stopping")
-@click.option(
-    "--stand-in-nodes",
-    is_flag=True,
-    help="The node agent (pods as local processes) instead of real kubelets and containerd",
-)
 def up(
     gpu_nodes: int,
     gpus_per_node: int,
     gpu_product: str,
     cpu_nodes: int,
     keep: bool,
-    stand_in_nodes: bool,
 ) -> None:
     """Start a test cluster and keep it running until Ctrl-C."""
     from kvbench.testing.cluster import TestCluster
@@ -59,7 +52,7 @@ def up(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     click.echo("starting the test cluster (the first run builds Kubernetes: a few minutes)...")
-    cluster = TestCluster(nodes, keep_workdir=keep, real_nodes=not stand_in_nodes)
+    cluster = TestCluster(nodes, keep_workdir=keep)
     try:
         try:
             cluster.start()
@@ -73,26 +66,16 @@ def up(
         click.echo(f"  export KUBECONFIG={cluster.kubeconfig}")
         click.echo(f"  {kubectl} get nodes -L nvidia.com/gpu.product")
         click.echo(f"  {kubectl} logs POD\n")
-        if cluster.fleet is not None:
-            plan = cluster.fleet.plan
-            for index, (spec, node) in enumerate(zip(nodes, cluster.fleet.nodes, strict=True)):
-                gpus = f"{spec.gpus} x {spec.gpu_product}" if spec.gpus else "no GPU"
-                click.echo(
-                    f"node {node.name:<12} {node.ip:<13} pods {plan.pod_cidr(index):<16} {gpus}"
-                )
-            click.echo(f"services {plan.service_cidr}, cluster DNS {plan.dns_service_ip}")
-            click.echo(
-                "pod addresses are routed from this machine; Service addresses from a node's "
-                f"network namespace: ip netns exec {plan.netns(nodes[0].name)} curl ..."
-            )
-        else:
-            for placed in cluster.nodes:
-                gpus = f"{placed.gpus} x {placed.gpu_product}" if placed.gpus else "no GPU"
-                click.echo(
-                    f"node {placed.name:<12} {placed.ip:<12} pods {placed.pod_cidr:<16} {gpus}"
-                )
-            assert cluster.layout is not None
-            click.echo(f"services {cluster.layout.service_cidr} (ClusterIPs on loopback)")
+        assert cluster.fleet is not None
+        plan = cluster.fleet.plan
+        for index, (spec, node) in enumerate(zip(nodes, cluster.fleet.nodes, strict=True)):
+            gpus = f"{spec.gpus} x {spec.gpu_product}" if spec.gpus else "no GPU"
+            click.echo(f"node {node.name:<12} {node.ip:<13} pods {plan.pod_cidr(index):<16} {gpus}")
+        click.echo(f"services {plan.service_cidr}, cluster DNS {plan.dns_service_ip}")
+        click.echo(
+            "pod addresses are routed from this machine; Service addresses from a node's "
+            f"network namespace: ip netns exec {plan.netns(nodes[0].name)} curl ..."
+        )
         click.echo(f"\nlogs: {cluster.workdir / 'logs'}")
         click.echo("Ctrl-C stops everything.", err=False)
         while not stop.wait(1.0):

@@ -1,12 +1,13 @@
-"""A whole test cluster: control plane, node agent and service proxy, started together.
+"""A whole test cluster: the control plane and real nodes (`kvbench.testing.node`: a kubelet,
+containerd and kube-proxy each, a CNI network, a cluster DNS), started together.
 
     with TestCluster() as cluster:
         core = kubernetes.client.CoreV1Api(cluster.api_client())
         ...
 
-Everything runs on loopback addresses of the slot the cluster claimed, in a
-temporary directory, and stops (by PID) when the cluster stops, also when
-starting it failed; the error then carries the logs of whatever failed.
+Everything runs on the addresses of the slot the cluster claimed, in a temporary directory,
+and stops (by PID) when the cluster stops, also when starting it failed; the error then
+carries the logs of whatever failed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,18 +26,17 @@ import kubernetes
 
 from kvbench.procs import ManagedProcess, tail
 from kvbench.testing.build import Binaries, ensure_binaries
-from kvbench.testing.config import DEFAULT_NODES, AgentConfig, NodeSpec, PlacedNode
+from kvbench.testing.config import DEFAULT_NODES, NodeSpec
 from kvbench.testing.controlplane import ApiAccess, ControlPlane
-from kvbench.testing.layout import ClusterLayout, SlotLock, claim_slot
 from kvbench.testing.longwaits import Say, say_on_stderr
 from kvbench.testing.node.fleet import KUBELET_ROOT, RUNTIME_ROOT, NodeFleet
 from kvbench.testing.node.network import NetworkPlan
 from kvbench.testing.node.node import NodeFiles
 from kvbench.testing.pki import make_pki
+from kvbench.testing.slots import SlotLock, claim_slot
 
 __all__ = ["TestCluster"]
 
-_READY_TIMEOUT = 60.0
 _TOKEN_TIMEOUT = 30.0
 
 
@@ -54,12 +53,8 @@ class TestCluster:
         nodes: Sequence[NodeSpec] = DEFAULT_NODES,
         keep_workdir: bool = False,
         say: Say = say_on_stderr,
-        real_nodes: bool = False,
     ):
         self.node_specs = list(nodes)
-        self.real_nodes = real_nodes
-        """Real kubelets, containerd and kube-proxy (`kvbench.testing.node`), not the stand-in
-        node agent."""
         self.fleet: NodeFleet | None = None
         self.keep_workdir = keep_workdir
         self.say = say
@@ -70,9 +65,6 @@ class TestCluster:
         self.workdir = Path(tempfile.mkdtemp(prefix="kvbench-testcluster-", dir=_WORK_ROOT))
         self.binaries: Binaries | None = None
         self.control_plane: ControlPlane | None = None
-        self.agents: list[ManagedProcess] = []
-        self.nodes: list[PlacedNode] = []
-        self.layout: ClusterLayout | None = None
         self._slot: SlotLock | None = None
 
     @property
@@ -85,11 +77,6 @@ class TestCluster:
             raise RuntimeError("cluster not started")
         return self.control_plane.admin
 
-    @property
-    def pods_dir(self) -> Path:
-        """Where the node agent keeps each pod's logs, volumes and working directory."""
-        return self.workdir / "agent" / "pods"
-
     def start(self) -> TestCluster:
         try:
             self._start()
@@ -100,56 +87,11 @@ class TestCluster:
         return self
 
     def _start(self) -> None:
+        """The host bridge, the control plane on its address, then the nodes."""
         began = time.monotonic()
         self._slot = claim_slot()
-        self.layout = layout = ClusterLayout(slot=self._slot.slot)
-        self.binaries = ensure_binaries(self.say)
-        if self.real_nodes:
-            self._start_real(self.binaries)
-            self.say(f"up in {time.monotonic() - began:.0f}s: slot {layout.slot}, {self.workdir}")
-            return
-        self.nodes = [
-            PlacedNode(**spec.model_dump(), ip=layout.node_ip(i), pod_cidr=layout.pod_cidr(i))
-            for i, spec in enumerate(self.node_specs)
-        ]
-        pki = make_pki(
-            self.workdir / "pki",
-            ["127.0.0.1", layout.kubernetes_service_ip],
-            [node.ip for node in self.nodes],
-        )
-        self.control_plane = ControlPlane(self.binaries, self.workdir, layout, pki, self.say)
-        self.control_plane.start()
-        config = AgentConfig(
-            access=self.access,
-            nodes=self.nodes,
-            kubelet_cert=pki.kubelet_cert,
-            kubelet_key=pki.kubelet_key,
-            state_dir=self.workdir / "agent",
-            apiserver_host="127.0.0.1",
-            apiserver_port=self.control_plane.api_port,
-        )
-        config_path = self.workdir / "agent.json"
-        config_path.write_text(config.model_dump_json(indent=2))
-        config_path.chmod(0o600)
-        for module in ("nodeagent", "serviceproxy"):
-            process = ManagedProcess(
-                module,
-                [sys.executable, "-m", f"kvbench.testing.{module}", str(config_path)],
-                self.workdir / "logs" / f"{module}.log",
-            )
-            self.agents.append(process)
-            process.start()
-        names = ", ".join(node.name for node in self.nodes)
-        self.say(f"waiting for Ready nodes {names} (up to {_READY_TIMEOUT:.0f}s)")
-        self.agents[0].wait_until(self._nodes_ready, _READY_TIMEOUT, "Ready nodes")
-        self.say(f"waiting for the default service account's token (up to {_TOKEN_TIMEOUT:.0f}s)")
-        self.ensure_namespace("default")
-        self.say(f"up in {time.monotonic() - began:.0f}s: slot {layout.slot}, {self.workdir}")
-
-    def _start_real(self, binaries: Binaries) -> None:
-        """The control plane on the node network's host address, then the real nodes."""
-        assert self.layout is not None
-        plan = NetworkPlan(slot=self.layout.slot)
+        self.binaries = binaries = ensure_binaries(self.say)
+        plan = NetworkPlan(slot=self._slot.slot)
         names = [spec.name for spec in self.node_specs]
         self.fleet = NodeFleet(plan, self.node_specs, binaries, self.workdir, self.say)
         self.fleet.network_up()
@@ -159,7 +101,7 @@ class TestCluster:
             [plan.node_ip(i) for i in range(len(names))],
         )
         self.control_plane = plane = ControlPlane(
-            binaries, self.workdir, self.layout, pki, self.say, network=plan, node_names=names
+            binaries, self.workdir, plan, names, pki, self.say
         )
         plane.start()
         files = {}
@@ -184,25 +126,11 @@ class TestCluster:
         self.say(f"node start: {', '.join(f'{k} {v:.0f}s' for k, v in self.fleet.timings.items())}")
         self.say(f"waiting for the default service account's token (up to {_TOKEN_TIMEOUT:.0f}s)")
         self.ensure_namespace("default")
-
-    def _get(self, path: str) -> httpx.Response:
-        access = self.access
-        return httpx.get(
-            access.server + path, verify=access.ssl_context(), headers=access.headers(), timeout=5
-        )
-
-    def _nodes_ready(self) -> bool:
-        ready = {
-            node["metadata"]["name"]
-            for node in self._get("/api/v1/nodes").json()["items"]
-            for condition in node["status"].get("conditions", [])
-            if condition["type"] == "Ready" and condition["status"] == "True"
-        }
-        return all(node.name in ready for node in self.nodes)
+        self.say(f"up in {time.monotonic() - began:.0f}s: slot {plan.slot}, {self.workdir}")
 
     def restart_control_plane(self) -> None:
         """Stop etcd, the apiserver and the controllers, and start them again (same ports, same
-        data); nodes, pods and the service proxy keep running, as on a real cluster."""
+        data); nodes and pods keep running, as on a real cluster."""
         assert self.control_plane is not None, "cluster not started"
         self.control_plane.restart()
 
@@ -255,7 +183,7 @@ class TestCluster:
     def processes(self) -> list[ManagedProcess]:
         planes = self.control_plane.processes if self.control_plane else []
         nodes = self.fleet.processes() if self.fleet else []
-        return [*planes, *self.agents, *nodes]
+        return [*planes, *nodes]
 
     def diagnostics(self, lines: int = 40) -> str:
         """The tail of every harness process's log, the dead ones flagged."""
@@ -268,9 +196,7 @@ class TestCluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """Stop the node agent first (it stops the pods), then the rest, all by PID."""
-        for process in self.agents:
-            process.stop(timeout=15.0)
+        """Stop the nodes first (their pods with them), then the control plane."""
         if self.fleet is not None:
             self.fleet.stop()
         if self.control_plane is not None:

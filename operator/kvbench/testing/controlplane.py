@@ -1,8 +1,10 @@
 """The real control plane of a test cluster: etcd, apiserver, controller manager, scheduler.
 
-All on 127.0.0.1 with ports the kernel hands out, in one working directory. The
-apiserver authenticates bearer tokens from a file and authorizes with RBAC; the
-controller manager and scheduler run as their own users, as on a real cluster.
+In one working directory, with ports the kernel hands out: the apiserver on the host's address
+on the node network (pods reach it through the `kubernetes` Service), the rest on 127.0.0.1.
+The apiserver authenticates bearer tokens from a file and authorizes with the Node authorizer
+and RBAC; the controller manager, the scheduler, every kubelet and kube-proxy run as their own
+users, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pydantic import BaseModel
 
 from kvbench.procs import ManagedProcess, free_port
 from kvbench.testing.build import Binaries
-from kvbench.testing.layout import ClusterLayout
 from kvbench.testing.longwaits import Say, say_on_stderr
 from kvbench.testing.node.network import NetworkPlan
 from kvbench.testing.pki import ClusterPKI
@@ -85,29 +86,23 @@ class ControlPlane:
         self,
         binaries: Binaries,
         workdir: Path,
-        layout: ClusterLayout,
+        network: NetworkPlan,
+        node_names: list[str],
         pki: ClusterPKI,
         say: Say = say_on_stderr,
-        network: NetworkPlan | None = None,
-        node_names: list[str] | None = None,
     ):
-        """`network` and `node_names` for real nodes: the apiserver then listens on the host's
-        address on the node network (pods reach it through the `kubernetes` Service), and every
-        kubelet and kube-proxy gets its own identity."""
         self.network = network
-        self.host = network.host_ip if network else _HOST
+        self.host = network.host_ip
         self.binaries = binaries
         self.say = say
         self.workdir = workdir
-        self.layout = layout
         self.pki = pki
         self.processes: list[ManagedProcess] = []
         self._ready: dict[str, tuple[Callable[[], bool], str]] = {}
         """How each component shows it is up, so a restart waits as the first start did."""
         self.api_port = free_port(self.host)
-        users = ["admin", "system:kube-controller-manager", "system:kube-scheduler"]
-        if network is not None:
-            users += ["system:kube-proxy", *(f"system:node:{n}" for n in node_names or [])]
+        users = ["admin", "system:kube-controller-manager", "system:kube-scheduler",
+                 "system:kube-proxy", *(f"system:node:{n}" for n in node_names)]  # fmt: skip
         tokens = {user: secrets.token_hex(16) for user in users}
         self._tokens = tokens
         self.admin = ApiAccess(
@@ -213,15 +208,8 @@ class ControlPlane:
         )
 
     def _node_flags(self) -> list[str]:
-        """Real kubelets: the Node authorizer for them, the apiserver's client certificate
-        towards them, the `kubernetes` Service's endpoint kept by the apiserver. The stand-in:
-        RBAC only and no endpoint (its service proxy maps the Service itself)."""
-        if self.network is None:
-            return [
-                "--authorization-mode=RBAC",
-                f"--service-cluster-ip-range={self.layout.service_cidr}",
-                "--endpoint-reconciler-type=none",
-            ]
+        """The kubelets': the Node authorizer for them, the apiserver's client certificate
+        towards them."""
         return [
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",

@@ -24,7 +24,7 @@ MAX_NODES = 200
 
 
 class NetworkPlan(BaseModel):
-    """The address ranges of the cluster in one slot (`kvbench.testing.layout`)."""
+    """The address ranges of the cluster in one slot (`kvbench.testing.slots`)."""
 
     slot: int = Field(ge=0, lt=32)
 
