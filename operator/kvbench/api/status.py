@@ -250,7 +250,7 @@ class RunRecord(ApiModel):
 
 
 class AggregatePoint(ApiModel):
-    """Median over trials for one arm x variant x point, beside the capacity model."""
+    """Median over trials for one arm x variant x point, beside the hit-rate model."""
 
     arm: str
     variant: str
@@ -260,11 +260,17 @@ class AggregatePoint(ApiModel):
     token_hit_rate: float | None = None
     predicted_hit_rate: float | None = Field(
         None,
-        description="Capacity model under random balancing: min(1, held / distinct prefixes), "
-        "held = KV cache tokens of a worker / prompt tokens",
+        description="Not measured: the request hit rate an LRU prefix cache of the workers' "
+        "KV size reaches when every worker sees the whole stream (a Service), by Che's "
+        "approximation under the workload's prefix popularity",
     )
-    affinity_bound: float | None = Field(
-        None, description="Ceiling with prefix-affine routing: min(1, workers x held / prefixes)"
+    predicted_affinity_hit_rate: float | None = Field(
+        None,
+        description="Not measured: the same model when each worker sees only the prefixes "
+        "prefix affinity gives it",
+    )
+    popularity: str | None = Field(
+        None, description="The prefixes' popularity: uniform, zipf s=.., weights .."
     )
     kv_cache_tokens: int | None = Field(None, description="Median KV cache size of the workers")
     ttft_p50: float | None = None

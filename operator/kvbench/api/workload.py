@@ -13,12 +13,72 @@ __all__ = [
     "WORKLOAD_KINDS",
     "InterferenceWorkload",
     "Length",
+    "PrefixPopularity",
     "RandomWorkload",
     "SharedPrefixWorkload",
     "Workload",
 ]
 
+MAX_WEIGHTS = 4096  # explicit weights: a list a person writes, kept small for the CRD
 WORKLOAD_KINDS = ("shared_prefix", "random", "interference")
+
+
+class ZipfPopularity(SpecModel):
+    """Prefix k (from 1) is asked in proportion to 1 / k^s."""
+
+    s: float = Field(..., gt=0, le=4, description="Exponent: 0.6 mild, 1.0 classic, 1.4 steep")
+
+
+class PrefixPopularity(SpecModel):
+    """How often each prefix is asked: uniform (neither field), Zipf, or explicit weights."""
+
+    model_config = SpecModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.zipf) || !has(self.weights)",
+                    "message": "set zipf or weights, not both",
+                }
+            ]
+        }
+    }
+
+    zipf: ZipfPopularity | None = None
+    weights: list[Annotated[float, Field(ge=0)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_WEIGHTS,
+        description="One weight per prefix, in prefix order (the point's prefix count)",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "PrefixPopularity":
+        if self.zipf is not None and self.weights is not None:
+            raise ValueError("set zipf or weights, not both")
+        if self.weights is not None and not any(w > 0 for w in self.weights):
+            raise ValueError("weights are all zero: no prefix would ever be asked")
+        return self
+
+    @property
+    def label(self) -> str:
+        """Short form for tables: uniform, zipf s=1.0, weights 5:3:1."""
+        if self.zipf is not None:
+            return f"zipf s={self.zipf.s:g}"
+        if self.weights is not None:
+            return "weights " + ":".join(f"{w:g}" for w in self.weights)
+        return "uniform"
+
+    def weights_for(self, prefixes: int) -> list[float]:
+        """Relative popularity of each of `prefixes` prefixes, in prefix order."""
+        if self.zipf is not None:
+            return [1.0 / (k + 1) ** self.zipf.s for k in range(prefixes)]
+        if self.weights is not None:
+            if len(self.weights) != prefixes:
+                raise ValueError(
+                    f"popularity.weights has {len(self.weights)} entries for {prefixes} prefixes"
+                )
+            return list(self.weights)
+        return [1.0] * prefixes
 
 
 class SharedPrefixWorkload(SpecModel):
@@ -36,6 +96,10 @@ class SharedPrefixWorkload(SpecModel):
     output_tokens: int = Field(64, ge=1, le=MAX_TOKENS, description="Tokens generated per request")
     requests_per_prefix: int = Field(20, ge=1, le=MAX_REQUESTS)
     min_requests: int = Field(200, ge=1, le=MAX_REQUESTS)
+    popularity: PrefixPopularity = Field(
+        default_factory=PrefixPopularity,
+        description="How often each prefix is asked (default: all equally, as article 002)",
+    )
 
     @field_validator("prefixes")
     @classmethod
@@ -43,6 +107,16 @@ class SharedPrefixWorkload(SpecModel):
         if len(set(values)) != len(values):
             raise ValueError(f"prefixes lists a number twice: {values}")
         return values
+
+    @model_validator(mode="after")
+    def _weights_fit(self) -> "SharedPrefixWorkload":
+        weights = self.popularity.weights
+        if weights is not None and self.prefixes != [len(weights)]:
+            raise ValueError(
+                f"popularity.weights has {len(weights)} entries: prefixes must then be "
+                f"[{len(weights)}] (it is {self.prefixes})"
+            )
+        return self
 
     def requests_for(self, prefixes: int) -> int:
         """Measured requests of the point with this many prefixes."""

@@ -73,7 +73,8 @@ def workload_shape(spec: ExperimentSpec) -> str:
             f"shared prefix: P = {', '.join(map(str, s.prefixes))} distinct prefixes of "
             f"{s.prefix_tokens:,} tokens + a unique {s.suffix_tokens:,}-token suffix, "
             f"{s.output_tokens:,} output tokens; max({s.min_requests}, {s.requests_per_prefix} "
-            f"x P) requests per point, {spec.load.warmup.requests_per_prefix} warm-up per prefix"
+            f"x P) requests per point, {spec.load.warmup.requests_per_prefix} warm-up per prefix; "
+            f"popularity {s.popularity.label}"
         )
     if w.random is not None:
         r = w.random

@@ -88,8 +88,8 @@ def hit_rate_figure(
         )
         if p.predicted_hit_rate is not None:
             model[prefixes] = p.predicted_hit_rate
-        if p.affinity_bound is not None:
-            bound[prefixes] = p.affinity_bound
+        if p.predicted_affinity_hit_rate is not None:
+            bound[prefixes] = p.predicted_affinity_hit_rate
     if not series:
         return None
     plt = _pyplot()
@@ -101,11 +101,11 @@ def hit_rate_figure(
         colours[label] = style["color"]
     if model:
         xs = sorted(model)
-        axes.plot(xs, [100 * model[x] for x in xs], "k--", lw=2, label="model min(1, held/P)")
+        axes.plot(xs, [100 * model[x] for x in xs], "k--", lw=2, label="model: service")
     if bound and any(bound[x] != model.get(x) for x in bound):
         xs = sorted(bound)
         axes.plot(
-            xs, [100 * bound[x] for x in xs], color="0.5", ls=":", lw=2, label="affinity bound"
+            xs, [100 * bound[x] for x in xs], color="0.5", ls=":", lw=2, label="model: affinity"
         )
     for conc, xs, ys in _published(reference, "request_hit_rate"):
         colour = next((c for label, c in colours.items() if f"conc {conc} " in label), "black")

@@ -63,12 +63,13 @@ def _caption(*lines: str | None) -> str | None:
 
 
 MODEL_LINE = (
-    "model min(1,held/P): not measured; the capacity model under random balancing, held = "
-    "KV cache tokens of a worker / prompt tokens, P = distinct prefixes"
+    "model service: not measured; the hit rate of an LRU cache of a worker's KV size that sees "
+    "the whole stream (Che's approximation under the prefixes' popularity; uniform: about "
+    "min(1, held / P), held = KV tokens / prompt tokens)"
 )
 BOUND_LINE = (
-    "affinity bound: not measured; the ceiling with prefix-affine routing, "
-    "min(1, workers x held / P)"
+    "model affinity: not measured; the same when each worker sees only the prefixes prefix "
+    "affinity gives it"
 )
 
 
@@ -94,10 +95,11 @@ def hit_rate_table(
     )
     table.add_column("arm / variant")
     table.add_column("prefixes", justify="right")
+    table.add_column("popularity")
     for c in concurrencies:
         table.add_column(f"conc {c}", justify="right")
-    table.add_column("model min(1,held/P)", justify="right")
-    table.add_column("affinity bound", justify="right")
+    table.add_column("model service", justify="right")
+    table.add_column("model affinity", justify="right")
     for arm in _arms(points):
         for row, by_conc in _grid(points, arm).items():
             cells = [
@@ -111,9 +113,10 @@ def hit_rate_table(
             table.add_row(
                 f"{arm[0]} / {arm[1]}",
                 row,
+                first.popularity or "-",
                 *cells,
                 _pct(first.predicted_hit_rate),
-                _pct(first.affinity_bound),
+                _pct(first.predicted_affinity_hit_rate),
             )
     return table
 

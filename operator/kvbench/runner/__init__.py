@@ -1,6 +1,6 @@
 """The experiment runner, its results stores and its cluster back ends."""
 
-from kvbench.runner.aggregate import aggregate, capacity_model
+from kvbench.runner.aggregate import aggregate, hit_rate_model
 from kvbench.runner.experiment import ExperimentResult, ExperimentRunner, RunObserver
 from kvbench.runner.states import RunStage, RunState
 from kvbench.runner.stores import DirectoryStore, RunStore, StoreMismatch
@@ -15,5 +15,5 @@ __all__ = [
     "RunStore",
     "StoreMismatch",
     "aggregate",
-    "capacity_model",
+    "hit_rate_model",
 ]

@@ -1,16 +1,18 @@
-"""Medians over trials per arm x variant x point, beside the capacity model of article 002.
+"""Medians over trials per arm x variant x point, beside the model of the hit rate.
 
-The model: a worker holds `held = KV cache tokens / prompt tokens` requests' worth of prefixes;
-under random balancing every worker must hold every prefix, so the hit rate is about
-min(1, held / distinct prefixes), whatever the number of workers. Prefix-affine routing splits
-the prefixes over the workers, raising the ceiling to min(1, workers x held / prefixes).
+The model (`kvbench.plan.hit_model`): an LRU prefix cache of each worker's measured KV size,
+fed the run's prefixes with the workload's popularity, either whole (a Service: every worker
+must hold every prefix) or as prefix affinity splits them (each worker its own prefixes). It
+is computed per run, from that run's workers (their KV sizes and names), then the median.
 """
 
 from statistics import median
 
 from kvbench.api import AggregatePoint, ExperimentSpec, RunRecord
+from kvbench.loadgen.routing import bounded_assignment
+from kvbench.plan.hit_model import RequestBlocks, affinity_hit_rate, che_hit_rate
 
-__all__ = ["aggregate", "capacity_model"]
+__all__ = ["aggregate", "hit_rate_model"]
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -18,12 +20,25 @@ def _median(values: list[float | None]) -> float | None:
     return median(present) if present else None
 
 
-def capacity_model(
-    kv_cache_tokens: float, prompt_tokens: int, prefixes: int, workers: int
-) -> tuple[float, float]:
-    """(random-balancing prediction, prefix-affinity ceiling) of the request hit rate."""
-    held = kv_cache_tokens / prompt_tokens
-    return min(1.0, held / prefixes), min(1.0, workers * held / prefixes)
+def hit_rate_model(spec: ExperimentSpec, record: RunRecord) -> tuple[float, float] | None:
+    """(Service, prefix affinity) request hit rates the model gives for this run's workers;
+    None without shared prefixes, the workers' KV sizes or the run's variant in the spec."""
+    shared, prefixes = spec.workload.shared_prefix, record.point.prefixes
+    kv_tokens = _median([p.kv_cache_tokens for p in record.pods])
+    engine = spec.engines().get(record.variant)
+    if shared is None or prefixes is None or kv_tokens is None or engine is None:
+        return None
+    block_size = engine.block_tokens
+    blocks = RequestBlocks.of(
+        shared.prefix_tokens, shared.prompt_tokens, shared.output_tokens, block_size
+    )
+    cache_blocks = kv_tokens // block_size - 1  # vLLM's null block is never handed out
+    weights = shared.popularity.weights_for(prefixes)
+    owners = bounded_assignment(prefixes, [p.pod for p in record.pods])
+    return (
+        che_hit_rate(weights, blocks, cache_blocks),
+        affinity_hit_rate(weights, owners, blocks, cache_blocks),
+    )
 
 
 def aggregate(spec: ExperimentSpec, records: list[RunRecord]) -> list[AggregatePoint]:
@@ -36,12 +51,8 @@ def aggregate(spec: ExperimentSpec, records: list[RunRecord]) -> list[AggregateP
     for (arm, variant, _), runs in groups.items():
         summaries = [r.summary for r in runs]
         kv_tokens = _median([p.kv_cache_tokens for r in runs for p in r.pods])
-        predicted = bound = None
+        models = [m for m in (hit_rate_model(spec, r) for r in runs) if m is not None]
         shared = spec.workload.shared_prefix
-        if shared is not None and kv_tokens is not None and runs[0].point.prefixes:
-            predicted, bound = capacity_model(
-                kv_tokens, shared.prompt_tokens, runs[0].point.prefixes, spec.total_workers
-            )
         points.append(
             AggregatePoint(
                 arm=arm,
@@ -50,8 +61,9 @@ def aggregate(spec: ExperimentSpec, records: list[RunRecord]) -> list[AggregateP
                 trials=len(runs),
                 request_hit_rate=_median([s.request_hit_rate for s in summaries]),
                 token_hit_rate=_median([s.token_hit_rate for s in summaries]),
-                predicted_hit_rate=predicted,
-                affinity_bound=bound,
+                predicted_hit_rate=_median([m[0] for m in models]),
+                predicted_affinity_hit_rate=_median([m[1] for m in models]),
+                popularity=None if shared is None else shared.popularity.label,
                 kv_cache_tokens=None if kv_tokens is None else round(kv_tokens),
                 ttft_p50=_median([s.ttft_p50 for s in summaries]),
                 ttft_p99=_median([s.ttft_p99 for s in summaries]),

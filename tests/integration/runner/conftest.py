@@ -57,9 +57,11 @@ def article_002(
     arms: list[dict[str, Any]],
     prefixes: list[int],
     requests: int | None = None,
+    popularity: dict[str, Any] | None = None,
 ) -> BenchmarkExperiment:
     """The article-002 example of a layout, cut to concurrency 8 and one trial; `requests`
-    fixes the measured requests of every point instead of the article's max(200, 20 x P)."""
+    fixes the measured requests of every point instead of the article's max(200, 20 x P),
+    `popularity` the prefixes' popularity instead of uniform."""
     name = "prefix-cache-service.yaml" if layout == "6w" else "prefix-cache-service-3-workers.yaml"
     document = copy.deepcopy(yaml.safe_load((ROOT / "examples" / name).read_text()))
     spec = document["spec"]
@@ -67,6 +69,8 @@ def article_002(
     spec["workload"]["sharedPrefix"]["prefixes"] = prefixes
     if requests is not None:
         spec["workload"]["sharedPrefix"].update(requestsPerPrefix=1, minRequests=requests)
+    if popularity is not None:
+        spec["workload"]["sharedPrefix"]["popularity"] = popularity
     spec["load"].update(concurrency=[8], trials=1)
     return parse_experiment(document)
 

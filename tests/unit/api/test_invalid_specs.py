@@ -246,6 +246,43 @@ CASES: list[Case] = [
         ("twice",),
     ),
     Case(
+        "zipf-exponent-zero",
+        _value("spec.workload.sharedPrefix.popularity", {"zipf": {"s": 0}}, {"zipf": {"s": 1}}),
+        "spec.workload.sharedPrefix.popularity.zipf.s",
+    ),
+    Case(
+        "zipf-and-weights",
+        _value(
+            "spec.workload.sharedPrefix.popularity",
+            {"zipf": {"s": 1}, "weights": [1, 2]},
+            {"zipf": {"s": 1}},
+        ),
+        "spec.workload.sharedPrefix.popularity",
+        ("not both",),
+    ),
+    Case(
+        "weights-for-another-prefix-count",
+        _with(
+            _value("spec.workload.sharedPrefix.prefixes", None, [3]),
+            _value(
+                "spec.workload.sharedPrefix.popularity", {"weights": [3, 1]}, {"weights": [3, 1, 1]}
+            ),
+        ),
+        "spec.workload.sharedPrefix",
+        ("2 entries", "[2]", "[3]"),
+    ),
+    Case(
+        "weights-all-zero",
+        _with(
+            _value("spec.workload.sharedPrefix.prefixes", None, [2]),
+            _value(
+                "spec.workload.sharedPrefix.popularity", {"weights": [0, 0]}, {"weights": [0, 1]}
+            ),
+        ),
+        "spec.workload.sharedPrefix.popularity",
+        ("all zero",),
+    ),
+    Case(
         # 339 suffix and 64 output tokens: a 3,693-token prefix fills maxModelLen 4096 exactly
         "request-too-long",
         _value("spec.workload.sharedPrefix.prefixTokens", 3694, 3693),

@@ -143,3 +143,29 @@ def test_shared_prefix_needs_the_prefix_count() -> None:
     workload, _ = _shared()
     with pytest.raises(ValueError, match="prefixes"):
         build_sequence(workload, Point(concurrency=8), 1, Warmup(), SPACE)
+
+
+def test_zipf_popularity_shares_the_requests_by_weight() -> None:
+    """Prefix k gets its 1 / k^s share of the requests (largest remainders, so the run holds
+    exactly its expected counts); the order is the seed's, the counts are not."""
+    workload, point = _shared(6, popularity={"zipf": {"s": 1.0}})
+    seq = build_sequence(workload, point, 3, Warmup(), SPACE)
+    counts = Counter(r.group for r in seq.measured)
+    harmonic = sum(1 / k for k in range(1, 7))
+    for group in range(6):
+        assert abs(counts[group] - 200 / (group + 1) / harmonic) < 1
+    assert sum(counts.values()) == 200
+    other = build_sequence(workload, point, 4, Warmup(), SPACE)
+    assert Counter(r.group for r in other.measured) == counts
+    assert other.digest != seq.digest
+    uniform = build_sequence(*_shared(6), 3, Warmup(), SPACE)
+    assert uniform.digest != seq.digest
+    assert [r.group for r in seq.warmup] == [r.group for r in uniform.warmup]  # all warmed
+
+
+def test_explicit_weights_and_equal_weights_are_uniform() -> None:
+    workload, point = _shared(4, popularity={"weights": [3, 1, 0, 1]})
+    seq = build_sequence(workload, point, 3, Warmup(), SPACE)
+    assert Counter(r.group for r in seq.measured) == {0: 120, 1: 40, 3: 40}
+    equal = build_sequence(*_shared(4, popularity={"weights": [2, 2, 2, 2]}), 3, Warmup(), SPACE)
+    assert equal.digest == build_sequence(*_shared(4), 3, Warmup(), SPACE).digest

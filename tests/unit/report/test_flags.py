@@ -67,8 +67,8 @@ def test_columns_that_are_models_say_so_under_the_table(tmp_path: Path) -> None:
     console = Console(record=True, width=300, file=io.StringIO())
     render_report(store, console, tmp_path)
     text = console.export_text()
-    assert "model min(1,held/P): not measured" in text
-    assert "affinity bound: not measured" in text
+    assert "model service: not measured" in text
+    assert "model affinity: not measured" in text
 
 
 def test_compare_carries_the_flags(tmp_path: Path) -> None:
@@ -126,3 +126,15 @@ def test_compare_warns_on_the_clock(tmp_path: Path) -> None:
     a = _clean(tmp_path / "a", experiment)
     b = _clean(tmp_path / "b", experiment, clock="wall")
     assert any(w.startswith("time scale differ") for w in compare_warnings(a, b))
+
+
+def test_compare_flags_another_popularity(tmp_path: Path) -> None:
+    """Same prefix counts, same sizes: only the popularity differs, and skew alone moves the
+    hit rate, so the sides' workloads are said to differ."""
+    base = example("prefix-cache-service.yaml")
+    workload = base.spec.workload.to_k8s()
+    workload["sharedPrefix"]["popularity"] = {"zipf": {"s": 1.2}}
+    skewed = example("prefix-cache-service.yaml", workload=workload)
+    warnings = compare_warnings(_clean(tmp_path / "a", base), _clean(tmp_path / "b", skewed))
+    [differ] = [w for w in warnings if w.startswith("workload differ")]
+    assert "popularity uniform" in differ and "popularity zipf s=1.2" in differ

@@ -3,6 +3,7 @@
 import io
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -74,8 +75,13 @@ def test_hit_rate_table_shows_medians_and_the_model() -> None:
     text = _text(hit_rate_table(SPEC, aggregate(SPEC, RECORDS)))
     assert "56.0 % | 44.8 %" in text
     assert "95.0 % | 76.0 %" in text
-    assert f"{100 * min(1, 9360 / 2371 / 7):.1f} %" in text
-    assert "100.0 %" in text  # affinity bound with 6 workers
+    [row] = [line for line in text.splitlines() if "service / default" in line]
+    cells = [cell.strip() for cell in row.split("│")]
+    assert cells[3] == "uniform"
+    model = float(cells[-3].removesuffix(" %"))  # the service model's column
+    assert model == pytest.approx(100 * 9360 / 2371 / 7, abs=1.0)
+    affinity = float(cells[-2].removesuffix(" %"))  # the run's 2 workers, 4 and 3 prefixes
+    assert 85 < affinity < 100
 
 
 def test_latency_tables_say_which_clock() -> None:

@@ -153,7 +153,9 @@ def test_a_spec_the_back_end_cannot_run_fails_before_anything(tmp_path: Path) ->
     assert not (tmp_path / "experiment.yaml").exists()
 
 
-def test_aggregate_and_capacity_model(tmp_path: Path) -> None:
+def test_aggregate_and_hit_rate_model(tmp_path: Path) -> None:
+    """Under uniform popularity the model is the article's min(1, held / P) within a point;
+    prefix affinity over 6 workers holds 7 prefixes whole."""
     store = DirectoryStore(tmp_path)
     _run(_experiment(), FakeCluster(), store)
     points = {(p.arm, p.point.key): p for p in store.aggregate()}
@@ -162,9 +164,10 @@ def test_aggregate_and_capacity_model(tmp_path: Path) -> None:
     assert seven.trials == 2
     assert seven.request_hit_rate == pytest.approx(round(200 * 3.95 / 7) / 200)
     held = 9360 / 2371
-    assert seven.predicted_hit_rate == pytest.approx(held / 7)
-    assert seven.affinity_bound == 1.0
-    assert points[("service", "p2-c8")].predicted_hit_rate == 1.0
+    assert seven.predicted_hit_rate == pytest.approx(held / 7, abs=0.01)
+    assert seven.predicted_affinity_hit_rate == pytest.approx(1.0, abs=0.001)
+    assert seven.popularity == "uniform"
+    assert points[("service", "p2-c8")].predicted_hit_rate == pytest.approx(1.0, abs=0.001)
 
 
 def test_directory_of_another_experiment_or_format_is_refused(tmp_path: Path) -> None:
