@@ -16,6 +16,7 @@ from kvbench.api.execution import (
 )
 from kvbench.api.load import MAX_REQUESTS, LoadSpec
 from kvbench.api.routing import TEXT_POLICIES, RoutingArm
+from kvbench.api.slo import Objectives
 from kvbench.api.status import ExperimentStatus
 from kvbench.api.workers import Variant, WorkerPool
 from kvbench.api.workload import Workload
@@ -103,6 +104,11 @@ class ExperimentSpec(SpecModel):
     execution: Execution = Field(default_factory=Execution)
     cleanup: Cleanup = Field(default_factory=Cleanup)
     simulator: Simulator = Field(default_factory=Simulator)
+    slo: Objectives | None = Field(
+        None,
+        description="Service-level objectives per request: goodput is the requests per second "
+        "that meet all of them (vllm bench serve --goodput's convention)",
+    )
 
     @model_validator(mode="after")
     def _bounded(self) -> "ExperimentSpec":

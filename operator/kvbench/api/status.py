@@ -163,6 +163,15 @@ class RunSummary(ApiModel):
     itl_p50: float | None = None
     itl_p99: float | None = None
     itl_max: float | None = None
+    goodput: float | None = Field(
+        None, description="Requests per second that met every objective of spec.slo"
+    )
+    slo_attainment: float | None = Field(
+        None, description="Share of measured requests that met every objective (failed: none)"
+    )
+    slo_met: dict[str, float] = Field(
+        default_factory=dict, description="Share of measured requests that met each objective"
+    )
     client_bound: bool = Field(False, description="The client, not the server, set the pace")
     latency_clock: str = Field(
         "wall",
@@ -277,6 +286,8 @@ class AggregatePoint(ApiModel):
     ttft_p99: float | None = None
     requests_per_second: float | None = None
     output_tokens_per_second: float | None = None
+    goodput: float | None = Field(None, description="Good requests per second (spec.slo)")
+    slo_attainment: float | None = Field(None, description="Share that met every objective")
 
 
 class ExperimentProgress(ApiModel):

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 from kvbench.api import Point
 from kvbench.api.base import ApiModel
 from kvbench.api.load import Warmup
+from kvbench.api.slo import Objectives
 from kvbench.api.units import Duration, parse_duration
 from kvbench.api.workload import Workload
 
@@ -140,6 +141,7 @@ class RunConfig(ApiModel):
     lag_threshold: float = Field(
         0.005, gt=0, description="Event-loop lag (s, p99) above which a run is client-bound"
     )
+    slo: Objectives | None = Field(None, description="Objectives for goodput, if any")
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":

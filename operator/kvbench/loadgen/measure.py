@@ -204,7 +204,7 @@ async def run_load(
     time_scale = _time_scale(records, config)
     scaled_by = config.time_scale if time_scale is None and config.time_scale > 0 else None
     summary = summarize_records(
-        records, report.pods, window_end - window_start, time_scale, scaled_by
+        records, report.pods, window_end - window_start, time_scale, scaled_by, config.slo
     )
     return LoadgenResult(
         conditions=_conditions(

@@ -13,11 +13,13 @@ from typing import Literal
 from pydantic import Field
 
 from kvbench.api.base import ApiModel
+from kvbench.api.slo import Objectives
 from kvbench.loadgen.counters import PodDelta
 from kvbench.loadgen.records import RequestRecord, e2e_field
 
 __all__ = [
     "ClockFigures",
+    "Goodput",
     "HitRates",
     "Stats",
     "Summary",
@@ -74,6 +76,19 @@ class HitRates(ApiModel):
     )
 
 
+class Goodput(ApiModel):
+    """Requests that met every objective, on the reported clock. A failed request meets none:
+    the shares are of all measured requests, so errors lower them (never dropped)."""
+
+    objectives: dict[str, float] = Field(..., description="The objectives, in seconds")
+    good: int = Field(0, description="Measured requests that met every objective")
+    requests_per_second: float | None = Field(None, description="Good requests per second")
+    attainment: float | None = Field(None, description="Share of measured requests that met all")
+    met: dict[str, float] = Field(
+        default_factory=dict, description="Share of measured requests that met each objective"
+    )
+
+
 class Summary(ApiModel):
     """Everything the run measured, derived from its records and counters."""
 
@@ -87,6 +102,7 @@ class Summary(ApiModel):
     latency_clock: Literal["wall", "simulated", "scaled"] = "wall"
     wall: ClockFigures = Field(default_factory=ClockFigures)
     simulated: ClockFigures | None = None
+    goodput: Goodput | None = Field(None, description="When the run had objectives (slo)")
 
     @property
     def reported(self) -> ClockFigures:
@@ -153,6 +169,28 @@ def hit_rates(ok: list[RequestRecord], pods: list[PodDelta] | None, reporting: b
     return rates
 
 
+def _timing(
+    r: RequestRecord, simulated: bool, divide: float
+) -> tuple[float | None, float | None, list[float]]:
+    """(TTFT, e2e, gaps) of a request on one clock: the simulator's, or wall / `divide`."""
+    if simulated:
+        return (r.sim.ttft, r.sim.e2e, r.sim.itl) if r.sim else (None, None, [])
+    if divide != 1.0:
+        return (
+            None if r.ttft is None else r.ttft / divide,
+            None if r.e2e is None else r.e2e / divide,
+            [gap / divide for gap in r.itl],
+        )
+    return r.ttft, r.e2e, r.itl
+
+
+def _tpot(first: float | None, total: float | None, output_tokens: int | None) -> float | None:
+    """Mean gap after the first token; None with one token or less (nothing to pace)."""
+    if first is None or total is None or (output_tokens or 0) <= 1:
+        return None
+    return (total - first) / ((output_tokens or 0) - 1)
+
+
 def _figures(
     ok: list[RequestRecord],
     window: float | None,
@@ -160,20 +198,9 @@ def _figures(
     reporting: bool,
     divide: float = 1.0,
 ) -> ClockFigures:
-    def timing(r: RequestRecord) -> tuple[float | None, float | None, list[float]]:
-        if simulated:
-            return (r.sim.ttft, r.sim.e2e, r.sim.itl) if r.sim else (None, None, [])
-        if divide != 1.0:
-            return (
-                None if r.ttft is None else r.ttft / divide,
-                None if r.e2e is None else r.e2e / divide,
-                [gap / divide for gap in r.itl],
-            )
-        return r.ttft, r.e2e, r.itl
-
     ttft, ttft_hit, ttft_miss, itl, tpot, e2e = [], [], [], [], [], []
     for r in ok:
-        first, total, gaps = timing(r)
+        first, total, gaps = _timing(r, simulated, divide)
         itl.extend(gaps)
         if total is not None:
             e2e.append(total)
@@ -183,8 +210,9 @@ def _figures(
         hit = _hit(r, reporting)
         if hit is not None:
             (ttft_hit if hit else ttft_miss).append(first)
-        if total is not None and (r.output_tokens or 0) > 1:
-            tpot.append((total - first) / ((r.output_tokens or 0) - 1))
+        mean_gap = _tpot(first, total, r.output_tokens)
+        if mean_gap is not None:
+            tpot.append(mean_gap)
     tokens = sum(r.output_tokens or 0 for r in ok)
     return ClockFigures(
         window_seconds=window,
@@ -196,6 +224,50 @@ def _figures(
         itl=stats(itl),
         tpot=stats(tpot),
         e2e=stats(e2e),
+    )
+
+
+def _meets(value: float | None, limit: float, name: str) -> bool:
+    """A missing TPOT or gap (a one-token answer) meets its objective; a missing TTFT or e2e
+    (nothing timed) does not."""
+    if value is None:
+        return name in ("tpot", "itl")
+    return value <= limit
+
+
+def goodput(
+    measured: list[RequestRecord],
+    objectives: Objectives,
+    window: float | None,
+    simulated: bool,
+    divide: float = 1.0,
+) -> Goodput:
+    """Which measured requests met each objective and all of them. A latency a request does
+    not have (TPOT or gaps of a one-token answer) cannot miss; a failed request misses all."""
+    limits = objectives.limits()
+    met = dict.fromkeys(limits, 0)
+    good = 0
+    for r in measured:
+        if not r.ok:
+            continue
+        first, total, gaps = _timing(r, simulated, divide)
+        values = {
+            "ttft": first,
+            "e2e": total,
+            "tpot": _tpot(first, total, r.output_tokens),
+            "itl": max(gaps, default=None),
+        }
+        passed = [name for name, limit in limits.items() if _meets(values[name], limit, name)]
+        for name in passed:
+            met[name] += 1
+        good += len(passed) == len(limits)
+    count = len(measured)
+    return Goodput(
+        objectives=limits,
+        good=good,
+        requests_per_second=_ratio(good, window or 0),
+        attainment=_ratio(good, count),
+        met={name: n / count for name, n in met.items()} if count else {},
     )
 
 
@@ -219,12 +291,14 @@ def summarize_records(
     window_seconds: float,
     time_scale: float | None = None,
     scaled_by: float | None = None,
+    objectives: Objectives | None = None,
 ) -> Summary:
     """The run's summary. `pods` None: no counters were read. `time_scale`: wall seconds per
     simulated second, when the server is the simulator. `scaled_by`: the time scale of a
     sped-up server that does not report its own clock (Dynamo's mocker): its figures are
     then also given as wall / scale (`latency_clock` "scaled"), which multiplies the real
-    overhead of the front end and the client by 1 / scale as well."""
+    overhead of the front end and the client by 1 / scale as well. `objectives`: the run's
+    SLOs, for goodput on the reported clock."""
     measured = [r for r in records if r.phase == "measured"]
     ok = [r for r in measured if r.ok]
     reporting = cache_reporting(r for r in records if r.ok)
@@ -247,6 +321,15 @@ def summarize_records(
         summary.latency_clock = "scaled"
         summary.simulated = _figures(
             ok, window_seconds / scaled_by, simulated=False, reporting=reporting, divide=scaled_by
+        )
+    if objectives is not None:
+        clock = summary.latency_clock
+        summary.goodput = goodput(
+            measured,
+            objectives,
+            summary.reported.window_seconds,
+            simulated=clock == "simulated",
+            divide=scaled_by if clock == "scaled" and scaled_by else 1.0,
         )
     return summary
 

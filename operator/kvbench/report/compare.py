@@ -59,6 +59,10 @@ def _balancing_caption(a: Side, b: Side) -> str | None:
     )
 
 
+def _goodput(p: AggregatePoint) -> str:
+    return "-" if p.goodput is None else f"{p.goodput:.2f} ({_pct(p.slo_attainment)})"
+
+
 def compare_table(a: Side, b: Side) -> Table:
     """Hit rate, TTFT and throughput of A and B per shared point, with B's change over A."""
     with_arm = _with_arm(a, b)
@@ -74,18 +78,11 @@ def compare_table(a: Side, b: Side) -> Table:
         caption="\n".join(c for c in captions if c),
         caption_justify="left",
     )
-    for column in (
-        "point",
-        "hit A",
-        "hit B",
-        "B - A",
-        "TTFT p50 A",
-        "TTFT p50 B",
-        "TTFT p99 A",
-        "TTFT p99 B",
-        "req/s A",
-        "req/s B",
-    ):
+    goodput = any(p.goodput is not None for p in (*a.points, *b.points))
+    columns = ["point", "hit A", "hit B", "B - A", "TTFT p50 A", "TTFT p50 B", "TTFT p99 A"]
+    columns += ["TTFT p99 B", "req/s A", "req/s B"]
+    columns += ["goodput A", "goodput B"] if goodput else []
+    for column in columns:
         table.add_column(column, justify="left" if column == "point" else "right")
     for pa in a.points:
         pb = b_by_key.get(_key(pa, with_arm))
@@ -109,6 +106,7 @@ def compare_table(a: Side, b: Side) -> Table:
             _ms(pb.ttft_p99) + mb,
             f"{pa.requests_per_second or 0:.1f}{ma}",
             f"{pb.requests_per_second or 0:.1f}{mb}",
+            *([_goodput(pa) + ma, _goodput(pb) + mb] if goodput else []),
         )
     return table
 

@@ -274,6 +274,7 @@ def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]
         "KV cache sizes": ", ".join(f"{n:,}" for n in kv_sizes(records)) or "not reported",
         "workers": str(spec.total_workers),
         "workload": workload_shape(spec),
+        "objectives": spec.slo.label if spec.slo is not None else "none",
         "time scale": _clock(records, spec),
         "requests digest": requests_digest(records),
     } | ({BALANCING: balancing} if (balancing := service_balancing(records)) else {})

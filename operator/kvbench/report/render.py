@@ -12,6 +12,7 @@ from kvbench.report.plots import plot_hit_rates, plot_ttft
 from kvbench.report.reference_table import reference_table, reference_warnings
 from kvbench.report.references import Reference
 from kvbench.report.tables import (
+    goodput_table,
     hit_miss_table,
     hit_rate_table,
     latency_clock,
@@ -87,6 +88,8 @@ def render_report(
         console.print(hit_rate_table(spec, points, groups))
     console.print(ttft_table(points, clock, groups))
     console.print(throughput_table(points, clock, groups))
+    if spec.slo is not None:
+        console.print(goodput_table(spec, points, clock, groups))
     if spec.workload.shared_prefix is not None:
         console.print(hit_miss_table(records, clock))
         console.print(per_pod_table(records))

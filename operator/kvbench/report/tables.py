@@ -12,6 +12,7 @@ from kvbench.report.formats import percent as _pct
 from kvbench.report.trials import GroupKey, Trials, group_trials, legend, marks
 
 __all__ = [
+    "goodput_table",
     "hit_miss_table",
     "hit_rate_table",
     "latency_clock",
@@ -168,6 +169,34 @@ def throughput_table(
         return f"{p.requests_per_second:.1f} | {p.output_tokens_per_second or 0:,.0f}"
 
     return _point_table(points, f"Throughput, req/s | output tok/s ({clock} time)", cell, groups)
+
+
+def goodput_table(
+    spec: ExperimentSpec,
+    points: list[AggregatePoint],
+    clock: str,
+    groups: dict[GroupKey, Trials] | None = None,
+) -> Table:
+    """Good requests per second and the share that met every objective, per point."""
+    assert spec.slo is not None
+
+    def cell(p: AggregatePoint) -> str:
+        if p.goodput is None:
+            return "-"
+        return f"{p.goodput:.2f} | {_pct(p.slo_attainment)}"
+
+    table = _point_table(
+        points,
+        f"Goodput, good req/s | share of requests meeting every objective ({clock} time)",
+        cell,
+        groups,
+    )
+    table.caption = _caption(
+        f"objectives: {spec.slo.label} (tpot: mean gap after the first token; itl: every gap); "
+        "a failed request meets none",
+        table.caption if isinstance(table.caption, str) else None,
+    )
+    return table
 
 
 def hit_miss_table(records: list[RunRecord], clock: str) -> Table:

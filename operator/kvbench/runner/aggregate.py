@@ -69,6 +69,8 @@ def aggregate(spec: ExperimentSpec, records: list[RunRecord]) -> list[AggregateP
                 ttft_p99=_median([s.ttft_p99 for s in summaries]),
                 requests_per_second=_median([s.requests_per_second for s in summaries]),
                 output_tokens_per_second=_median([s.output_tokens_per_second for s in summaries]),
+                goodput=_median([s.goodput for s in summaries]),
+                slo_attainment=_median([s.slo_attainment for s in summaries]),
             )
         )
     return points

@@ -77,6 +77,7 @@ def build_run_config(
         request_timeout=spec.load.request_timeout,
         time_scale=spec.simulator.time_scale if simulated else 1.0,
         metrics=_metrics(spec, endpoint, workers),
+        slo=spec.slo,
     )
 
 
@@ -98,6 +99,9 @@ def run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
         itl_p50=clock.itl.p50,
         itl_p99=clock.itl.p99,
         itl_max=clock.itl.max,
+        goodput=None if summary.goodput is None else summary.goodput.requests_per_second,
+        slo_attainment=None if summary.goodput is None else summary.goodput.attainment,
+        slo_met={} if summary.goodput is None else summary.goodput.met,
         client_bound=client.client_bound,
         latency_clock=summary.latency_clock,
     )

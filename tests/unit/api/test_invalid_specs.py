@@ -246,6 +246,17 @@ CASES: list[Case] = [
         ("twice",),
     ),
     Case(
+        "slo-without-objectives",
+        _value("spec.slo", {}, {"ttft": "500ms"}),
+        "spec.slo",
+        ("at least one of ttft, tpot, itl, e2e",),
+    ),
+    Case(
+        "slo-not-a-duration",
+        _value("spec.slo", {"tpot": "fast"}, {"tpot": "50ms"}),
+        "spec.slo.tpot",
+    ),
+    Case(
         "zipf-exponent-zero",
         _value("spec.workload.sharedPrefix.popularity", {"zipf": {"s": 0}}, {"zipf": {"s": 1}}),
         "spec.workload.sharedPrefix.popularity.zipf.s",

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from kvbench.api.slo import Objectives
 from kvbench.loadgen.client import Attempt
 from kvbench.loadgen.counters import PodDelta
 from kvbench.loadgen.records import RequestRecord, SimTiming, sim_timing, to_record
@@ -105,3 +106,37 @@ def test_a_missing_cached_tokens_is_a_miss_once_the_server_reports_them() -> Non
     assert s.wall.ttft_miss.p50 == 0.2 and s.wall.ttft_hit.p50 == 0.01
     silent = summarize_records([_rec(0, cached=None), _rec(1, cached=None)], None, 1.0)
     assert silent.hit_rates.request_hit_rate is None and silent.wall.ttft_miss.count == 0
+
+
+def test_goodput_counts_requests_that_meet_every_objective() -> None:
+    """TTFT 0.1 / 0.3 s against 200 ms, e2e against 250 ms; a failed request meets nothing
+    and stays in the denominator; a one-token answer has no TPOT or gap to miss."""
+    objectives = Objectives(ttft="200ms", tpot="40ms", e2e="250ms")
+    records = [
+        _rec(0, ttft=0.1),  # e2e 0.19: meets all
+        _rec(1, ttft=0.3),  # misses TTFT and e2e (0.39)
+        _rec(2, ttft=0.15, output=5),  # e2e 0.27: misses e2e only
+        _rec(3, ttft=0.05, output=1),  # no TPOT: meets all
+        _rec(4, error="timeout", cached=None),
+        _rec(5, phase="warmup", ttft=9.0),
+    ]
+    s = summarize_records(records, None, window_seconds=2.0, objectives=objectives)
+    assert s.goodput is not None
+    assert s.goodput.objectives == {"ttft": 0.2, "tpot": 0.04, "e2e": 0.25}
+    assert s.goodput.good == 2 and s.goodput.attainment == pytest.approx(2 / 5)
+    assert s.goodput.requests_per_second == pytest.approx(1.0)
+    assert s.goodput.met == pytest.approx({"ttft": 3 / 5, "tpot": 4 / 5, "e2e": 2 / 5})
+    assert summarize_records(records, None, window_seconds=2.0).goodput is None
+
+
+def test_goodput_is_judged_on_the_reported_clock() -> None:
+    """Under the simulator the wall clock is mostly the client's: the objectives apply to the
+    simulator's own timings, and the window is the simulated one."""
+    objectives = Objectives(ttft="100ms", itl="20ms")
+    sims = [SimTiming(worker="w", arrival=0.0, ttft=0.05, e2e=0.11, itl=[0.03, 0.03]),
+            SimTiming(worker="w", arrival=1.0, ttft=0.05, e2e=0.09, itl=[0.02, 0.02])]  # fmt: skip
+    records = [_rec(i, ttft=0.5, output=3, sim=sim) for i, sim in enumerate(sims)]
+    s = summarize_records(records, None, 1.0, time_scale=0.5, objectives=objectives)
+    assert s.latency_clock == "simulated" and s.goodput is not None
+    assert s.goodput.met == {"ttft": 1.0, "itl": 0.5} and s.goodput.good == 1
+    assert s.goodput.requests_per_second == pytest.approx(1 / 2.0)  # 1 s wall = 2 s simulated

@@ -138,3 +138,22 @@ def test_compare_flags_another_popularity(tmp_path: Path) -> None:
     warnings = compare_warnings(_clean(tmp_path / "a", base), _clean(tmp_path / "b", skewed))
     [differ] = [w for w in warnings if w.startswith("workload differ")]
     assert "popularity uniform" in differ and "popularity zipf s=1.2" in differ
+
+
+def test_goodput_in_the_report_and_in_compare(tmp_path: Path) -> None:
+    judged = example("prefix-cache-service.yaml", slo={"ttft": "200ms", "tpot": "30ms"})
+    records = [
+        record(t - 1, P7, t, request_hit_rate=0.5, goodput=g, slo_attainment=a)
+        for t, g, a in ((1, 2.0, 0.5), (2, 3.0, 0.75), (3, 4.0, 1.0))
+    ]
+    store = store_of(tmp_path / "a", judged, records)
+    console = Console(record=True, width=300, file=io.StringIO())
+    render_report(store, console, tmp_path)
+    text = console.export_text()
+    assert "Goodput, good req/s" in text and "3.00 | 75.0 %" in text  # medians of the trials
+    assert "objectives: ttft 200ms, tpot 30ms" in text
+    plain = _clean(tmp_path / "b", example("prefix-cache-service.yaml"))
+    judged_side = side_of("A", store, None)
+    compared = _text(compare_table(judged_side, plain))
+    assert "goodput A" in compared and "3.00 (75.0 %)" in compared
+    assert any(w.startswith("objectives differ") for w in compare_warnings(judged_side, plain))

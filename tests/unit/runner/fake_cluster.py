@@ -103,7 +103,9 @@ def fake_result(
         window=Window(
             started_at=now, finished_at=now, wall_seconds=measured * 0.01, start=0, end=1
         ),
-        summary=summarize_records(records, pods or None, measured * 0.01, None, None),
+        summary=summarize_records(
+            records, pods or None, measured * 0.01, None, None, config.slo
+        ),
         client=ClientHealth(),
         counters=CounterReport(source="direct" if pods else None, pods=pods or None),
         requests=RequestColumns.from_records(records),

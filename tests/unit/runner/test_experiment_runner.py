@@ -373,3 +373,19 @@ def test_workers_whose_gpus_are_taken_wait_pending_with_the_reason_then_start(
     assert len(waiting) == 2 and all("0 fit now" in (s.message or "") for s in waiting)
     assert not result.failed and all(r.attempt == 1 for r in result.records), "no attempt spent"
     assert observer.seen[-1].phase == "Succeeded" and observer.seen[-1].message is None
+
+
+def test_objectives_reach_the_load_generator_and_goodput_the_records(tmp_path: Path) -> None:
+    """The fake servers answer hits in 40 ms and misses in 110 ms: against a 100 ms TTFT
+    objective exactly the hits are good, so attainment is the hit rate."""
+    store = DirectoryStore(tmp_path)
+    result = _run(_experiment(slo={"ttft": "100ms"}), FakeCluster(), store)
+    for record in result.records:
+        s = record.summary
+        assert s.slo_met == {"ttft": s.request_hit_rate}
+        assert s.slo_attainment == s.request_hit_rate
+        assert s.goodput == pytest.approx(s.requests_per_second * s.slo_attainment)
+    seven = next(p for p in store.aggregate() if p.point.key == "p7-c8")
+    assert seven.slo_attainment == seven.request_hit_rate
+    unjudged = _run(_experiment(), FakeCluster(), DirectoryStore(tmp_path / "none"))
+    assert all(r.summary.goodput is None for r in unjudged.records)
