@@ -66,6 +66,11 @@ class ExperimentSpec(SpecModel):
                     "message": "prefixAffinity routing needs workload.sharedPrefix",
                 },
                 {
+                    "rule": "!self.routing.exists(a, has(a.sessionAffinity)) || "
+                    "has(self.workload.conversation)",
+                    "message": "sessionAffinity routing needs workload.conversation",
+                },
+                {
                     "rule": "!has(self.workload.interference) || self.load.concurrency == [1]",
                     "message": "the interference workload runs one stream: load.concurrency [1]",
                 },
@@ -178,6 +183,11 @@ class ExperimentSpec(SpecModel):
                     f"routing[{arm.name}].prefixAffinity groups requests by prefix: it needs "
                     "workload.sharedPrefix"
                 )
+            if arm.session_affinity is not None and self.workload.conversation is None:
+                raise ValueError(
+                    f"routing[{arm.name}].sessionAffinity keeps a conversation on one pod: it "
+                    "needs workload.conversation"
+                )
             if (
                 arm.router is not None
                 and arm.router.policy in TEXT_POLICIES
@@ -199,6 +209,17 @@ class ExperimentSpec(SpecModel):
             if self.load.concurrency != [1]:
                 raise ValueError(
                     "load.concurrency: the interference workload runs one stream; set it to [1]"
+                )
+        if self.workload.conversation is not None:
+            if self.load.request_rates is not None:
+                raise ValueError(
+                    "load.requestRates: conversations run closed loop (load.concurrency "
+                    "conversations at once, thinkTime between turns); remove it"
+                )
+            if self.workload.prompt_format != "text":
+                raise ValueError(
+                    "workload.promptFormat: a conversation is sent as chat messages "
+                    "(/v1/chat/completions); set it to text"
                 )
         if self.freshness == "reset-cache":
             for name, engine in self.engines().items():

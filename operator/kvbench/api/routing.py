@@ -18,12 +18,13 @@ __all__ = [
     "RouterArm",
     "RoutingArm",
     "ServiceArm",
+    "SessionAffinityArm",
 ]
 
 RouterPolicy = Literal[
     "cache_aware", "kv_aware", "consistent_hash", "round_robin", "random", "power_of_two"
 ]
-ARM_KINDS = ("service", "router", "external", "prefix_affinity", "dynamo")
+ARM_KINDS = ("service", "router", "external", "prefix_affinity", "session_affinity", "dynamo")
 # Router policies that read the prompt's text, so token-id prompts would defeat them.
 TEXT_POLICIES = frozenset({"cache_aware", "consistent_hash", "kv_aware"})
 _ROUTER_FLAGS = frozenset(
@@ -97,6 +98,13 @@ class PrefixAffinityArm(SpecModel):
     the upper bound of what KV-aware routing can reach."""
 
 
+class SessionAffinityArm(SpecModel):
+    """The load generator sends every turn of a conversation to one pod, as a gateway keyed on
+    a session header does (what Gateway API inference extension users ask for): each
+    conversation's history stays where it was cached. Conversations are spread with bounded
+    loads, as prefix affinity spreads prefixes."""
+
+
 class DynamoArm(SpecModel):
     """NVIDIA Dynamo's OpenAI frontend with a router mode, in front of workers Dynamo runs:
     `dynamo.vllm` on GPU clusters, `dynamo.mocker` (its GPU-less engine) locally and on
@@ -131,6 +139,7 @@ class RoutingArm(SpecModel):
                 {"required": ["router"]},
                 {"required": ["external"]},
                 {"required": ["prefixAffinity"]},
+                {"required": ["sessionAffinity"]},
                 {"required": ["dynamo"]},
             ],
         }
@@ -141,6 +150,7 @@ class RoutingArm(SpecModel):
     router: RouterArm | None = None
     external: ExternalArm | None = None
     prefix_affinity: PrefixAffinityArm | None = None
+    session_affinity: SessionAffinityArm | None = None
     dynamo: DynamoArm | None = None
 
     @model_validator(mode="after")
@@ -149,13 +159,14 @@ class RoutingArm(SpecModel):
         if len(chosen) != 1:
             raise ValueError(
                 f"routing arm {self.name!r} needs exactly one of service, router, external, "
-                f"prefixAffinity, dynamo (found {len(chosen) or 'none'})"
+                f"prefixAffinity, sessionAffinity, dynamo (found {len(chosen) or 'none'})"
             )
         return self
 
     @property
     def kind(self) -> str:
-        """Which routing this arm uses: service, router, external, prefix_affinity, dynamo."""
+        """Which routing this arm uses: service, router, external, prefix_affinity,
+        session_affinity, dynamo."""
         return next(kind for kind in ARM_KINDS if getattr(self, kind) is not None)
 
     @property
@@ -165,3 +176,8 @@ class RoutingArm(SpecModel):
         if self.dynamo is not None:
             return "dynamo"
         return "external" if self.external is not None else "vllm"
+
+    @property
+    def affinity(self) -> bool:
+        """The load generator itself picks the pod (prefix or session affinity)."""
+        return self.prefix_affinity is not None or self.session_affinity is not None

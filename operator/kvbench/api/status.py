@@ -146,6 +146,17 @@ class PodResult(ApiModel):
         return data
 
 
+class TurnResult(ApiModel):
+    """One turn of a conversation workload over every conversation of a run (or, in an
+    aggregate, the median over trials)."""
+
+    turn: int = Field(..., ge=1)
+    requests: int = 0
+    request_hit_rate: float | None = None
+    token_hit_rate: float | None = Field(None, description="cached_tokens / prompt_tokens")
+    ttft_p50: float | None = None
+
+
 class RunSummary(ApiModel):
     """The figures of one run. Latencies in seconds (simulated seconds under a simulator)."""
 
@@ -171,6 +182,9 @@ class RunSummary(ApiModel):
     )
     slo_met: dict[str, float] = Field(
         default_factory=dict, description="Share of measured requests that met each objective"
+    )
+    turns: list[TurnResult] = Field(
+        default_factory=list, description="Conversation workloads: hit rates and TTFT per turn"
     )
     client_bound: bool = Field(False, description="The client, not the server, set the pace")
     latency_clock: str = Field(
@@ -288,6 +302,7 @@ class AggregatePoint(ApiModel):
     output_tokens_per_second: float | None = None
     goodput: float | None = Field(None, description="Good requests per second (spec.slo)")
     slo_attainment: float | None = Field(None, description="Share that met every objective")
+    turns: list[TurnResult] = Field(default_factory=list, description="Per turn, medians")
 
 
 class ExperimentProgress(ApiModel):

@@ -11,6 +11,7 @@ from kvbench.api.units import Duration
 
 __all__ = [
     "WORKLOAD_KINDS",
+    "ConversationWorkload",
     "InterferenceWorkload",
     "Length",
     "PrefixPopularity",
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 MAX_WEIGHTS = 4096  # explicit weights: a list a person writes, kept small for the CRD
-WORKLOAD_KINDS = ("shared_prefix", "random", "interference")
+WORKLOAD_KINDS = ("shared_prefix", "random", "interference", "conversation")
 
 
 class ZipfPopularity(SpecModel):
@@ -213,6 +214,49 @@ class InterferenceWorkload(SpecModel):
     inject_interval: Duration = Field("0s", description="Gap between injected prompts")
 
 
+class ConversationWorkload(SpecModel):
+    """Multi-turn chats: each turn sends the conversation so far (the system prompt, every
+    earlier user turn and the answer the server actually gave) plus new user text, as a chat
+    client resends it, so a turn can hit the cache its previous turn left on a worker.
+
+    `load.concurrency` conversations are in progress at once; a user thinks `thinkTime`
+    (server seconds) between an answer and the next turn, during which the slot is idle.
+    """
+
+    conversations: int = Field(
+        ..., ge=1, le=MAX_REQUESTS, description="Measured conversations per point"
+    )
+    turns: int = Field(..., ge=1, le=256, description="User turns per conversation")
+    user_tokens: int = Field(128, ge=1, le=MAX_TOKENS, description="New user text per turn")
+    assistant_tokens: int = Field(
+        128, ge=1, le=MAX_TOKENS, description="Tokens the server generates per turn"
+    )
+    system_prompt_tokens: int = Field(
+        0, ge=0, le=MAX_TOKENS, description="A system prompt every conversation shares (0: none)"
+    )
+    think_time: Duration = Field("0s", description="Between an answer and the next turn")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "ConversationWorkload":
+        if self.conversations * self.turns > MAX_REQUESTS:
+            raise ValueError(
+                f"conversations x turns make {self.conversations * self.turns} requests; at "
+                f"most {MAX_REQUESTS}"
+            )
+        return self
+
+    @property
+    def requests(self) -> int:
+        return self.conversations * self.turns
+
+    @property
+    def longest_prompt(self) -> int:
+        """Tokens of the last turn's prompt, chat template markup aside."""
+        return self.system_prompt_tokens + self.turns * self.user_tokens + (
+            self.turns - 1
+        ) * self.assistant_tokens
+
+
 class Workload(SpecModel):
     """Exactly one workload kind, and how prompts are written."""
 
@@ -222,6 +266,7 @@ class Workload(SpecModel):
                 {"required": ["sharedPrefix"]},
                 {"required": ["random"]},
                 {"required": ["interference"]},
+                {"required": ["conversation"]},
             ]
         }
     }
@@ -234,20 +279,21 @@ class Workload(SpecModel):
     shared_prefix: SharedPrefixWorkload | None = None
     random: RandomWorkload | None = None
     interference: InterferenceWorkload | None = None
+    conversation: ConversationWorkload | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Workload":
         chosen = [k for k in WORKLOAD_KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
             raise ValueError(
-                "workload needs exactly one of sharedPrefix, random, interference "
+                "workload needs exactly one of sharedPrefix, random, interference, conversation "
                 f"(found {len(chosen) or 'none'})"
             )
         return self
 
     @property
     def kind(self) -> str:
-        """shared_prefix, random or interference."""
+        """shared_prefix, random, interference or conversation."""
         return next(k for k in WORKLOAD_KINDS if getattr(self, k) is not None)
 
     def most_requests(self, concurrency: int) -> int:
@@ -256,6 +302,8 @@ class Workload(SpecModel):
             return self.shared_prefix.requests_for(max(self.shared_prefix.prefixes))
         if self.random is not None:
             return self.random.requests_for(concurrency)
+        if self.conversation is not None:
+            return self.conversation.requests
         assert self.interference is not None
         return 1 + self.interference.prompts
 
@@ -265,6 +313,8 @@ class Workload(SpecModel):
             return self.shared_prefix.prompt_tokens + self.shared_prefix.output_tokens
         if self.random is not None:
             return self.random.input_tokens.upper + self.random.output_tokens.upper
+        if self.conversation is not None:
+            return self.conversation.longest_prompt + self.conversation.assistant_tokens
         assert self.interference is not None
         w = self.interference
         return max(

@@ -22,7 +22,7 @@ import aiohttp
 from kvbench.loadgen.records import ErrorKind
 from kvbench.loadgen.workload import Request
 
-__all__ = ["MAX_EVENT_BYTES", "Attempt", "Client", "encode_body"]
+__all__ = ["MAX_EVENT_BYTES", "Attempt", "Client", "encode_body", "encode_chat"]
 
 _USAGE_NULL = b'"usage":null'
 _NVEXT = b'"nvext"'
@@ -48,6 +48,7 @@ class Attempt:
         "request",
         "start",
         "status",
+        "text",
         "token_times",
         "usage",
         "worker_id",
@@ -67,6 +68,8 @@ class Attempt:
         self.error: str | None = None
         self.usage: dict[str, Any] | None = None
         self.ext: dict[str, Any] | None = None
+        # the answer's text, kept only where a later turn resends it
+        self.text: list[str] | None = [] if request.chat is not None else None
         self.worker_id: int | None = None
 
     def fail(self, kind: ErrorKind, message: str) -> None:
@@ -75,11 +78,7 @@ class Attempt:
             self.error_kind, self.error = kind, message[:_ERROR_BODY_LIMIT]
 
 
-def encode_body(
-    request: Request, model: str, api: Literal["completions", "chat"], nvext: bool = False
-) -> bytes:
-    """The JSON body of a streamed request with usage; `ignore_eos` keeps output lengths exact
-    (vLLM's own benchmarks send it too); `nvext` asks a Dynamo frontend for the worker id."""
+def _fields(request: Request, model: str, nvext: bool) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -88,13 +87,31 @@ def encode_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if nvext:
+        body["nvext"] = {"extra_fields": ["worker_id"]}
+    return body
+
+
+def encode_body(
+    request: Request, model: str, api: Literal["completions", "chat"], nvext: bool = False
+) -> bytes:
+    """The JSON body of a streamed request with usage; `ignore_eos` keeps output lengths exact
+    (vLLM's own benchmarks send it too); `nvext` asks a Dynamo frontend for the worker id."""
+    body = _fields(request, model, nvext)
     prompt = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
     if api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
-    if nvext:
-        body["nvext"] = {"extra_fields": ["worker_id"]}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def encode_chat(
+    request: Request, history: list[dict[str, str]], model: str, nvext: bool = False
+) -> bytes:
+    """A conversation's turn: the messages so far, then this turn's user text."""
+    body = _fields(request, model, nvext)
+    body["messages"] = [*history, {"role": "user", "content": request.prompt}]
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -192,6 +209,8 @@ async def _read_stream(resp: aiohttp.ClientResponse, attempt: Attempt) -> None:
                 if _USAGE_NULL in data and data[:1] == b"{" and data[-1:] == b"}":
                     if _has_token(data):
                         times.append(now)
+                        if attempt.text is not None:
+                            _take_text(json.loads(data), attempt.text)
                     if attempt.worker_id is None and _NVEXT in data:
                         _read_worker(data, attempt)
                 elif data == b"[DONE]":
@@ -240,12 +259,24 @@ def _parse_event(data: bytes | bytearray, now: float, attempt: Attempt) -> None:
         delta = choice.get("delta") or {}
         if choice.get("text") or delta.get("content"):
             attempt.token_times.append(now)
+            if attempt.text is not None:
+                _take_text(obj, attempt.text)
             break
     if obj.get("usage"):
         attempt.usage = obj["usage"]
     if isinstance(obj.get("kvbench"), dict):
         attempt.ext = obj["kvbench"]
     _take_worker(obj, attempt)
+
+
+def _take_text(obj: Any, text: list[str]) -> None:
+    """The first choice's new text (chat `delta.content`, or completions `text`)."""
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    if choices:
+        choice = choices[0]
+        piece = (choice.get("delta") or {}).get("content") or choice.get("text")
+        if isinstance(piece, str):
+            text.append(piece)
 
 
 def _read_worker(data: bytes | bytearray, attempt: Attempt) -> None:

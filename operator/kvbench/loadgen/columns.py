@@ -16,7 +16,12 @@ from kvbench.loadgen.records import RequestRecord, SimTiming, e2e_field
 
 __all__ = ["RequestColumns", "SimColumns", "microseconds"]
 
-_RECORD_FIELDS = [name for name in RequestRecord.model_fields if name != "sim"]
+_OPTIONAL_FIELDS = ["conversation", "turn"]
+"""Columns only conversation workloads fill: left out of documents where no request has one
+(as documents written before they existed are)."""
+_RECORD_FIELDS = [
+    name for name in RequestRecord.model_fields if name != "sim" and name not in _OPTIONAL_FIELDS
+]
 _SIM_FIELDS = list(SimTiming.model_fields)
 
 
@@ -84,11 +89,14 @@ class RequestColumns(ApiModel):
     status: list[int | None]
     error_kind: list[str | None]
     error: list[str | None]
+    conversation: list[int | None] | None = None
+    turn: list[int | None] | None = None
     sim: SimColumns | None = Field(None, description="Absent when no server reported its clock")
 
     @model_validator(mode="after")
     def _aligned(self) -> Self:
-        lengths = _lengths(self, _RECORD_FIELDS)
+        present = [name for name in _OPTIONAL_FIELDS if getattr(self, name) is not None]
+        lengths = _lengths(self, _RECORD_FIELDS + present)
         if len(lengths) > 1:
             raise ValueError("request columns of different lengths")
         count = lengths.pop()
@@ -104,11 +112,13 @@ class RequestColumns(ApiModel):
             sim = SimColumns(
                 rows=[i for i, _ in timed], **_columns([s for _, s in timed], _SIM_FIELDS)
             )
-        return cls(**_columns(records, _RECORD_FIELDS), sim=sim)
+        optional = [n for n in _OPTIONAL_FIELDS if any(getattr(r, n) is not None for r in records)]
+        return cls(**_columns(records, _RECORD_FIELDS + optional), sim=sim)
 
     def records(self) -> list[RequestRecord]:
         """The rows, in the order they were recorded."""
-        rows = _rows(self, _RECORD_FIELDS)
+        present = [name for name in _OPTIONAL_FIELDS if getattr(self, name) is not None]
+        rows = _rows(self, _RECORD_FIELDS + present)
         if self.sim is not None:
             for row, timing in zip(self.sim.rows, _rows(self.sim, _SIM_FIELDS), strict=True):
                 rows[row]["sim"] = SimTiming(**timing)

@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kvbench.api.units import parse_duration
 from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
 from kvbench.loadgen.attribution import attribute_responses
-from kvbench.loadgen.client import Attempt, Client, encode_body
+from kvbench.loadgen.client import Attempt, Client, encode_body, encode_chat
 from kvbench.loadgen.columns import RequestColumns
 from kvbench.loadgen.config import (
     DirectMetrics,
@@ -26,6 +27,7 @@ from kvbench.loadgen.config import (
     RunConfig,
     UrlTarget,
 )
+from kvbench.loadgen.conversations import drive_conversations
 from kvbench.loadgen.counters import CounterSource, DirectCounters, PodCounters, pod_deltas
 from kvbench.loadgen.loop_monitor import LoopMonitor
 from kvbench.loadgen.prometheus import PrometheusCounters
@@ -81,14 +83,22 @@ class _Phase:
         self, config: RunConfig, client: Client, progress: ProgressCallback | None
     ) -> None:
         groups = config.point.prefixes if config.workload.shared_prefix is not None else None
+        if config.workload.conversation is not None:
+            groups = config.workload.conversation.conversations
         self.router = make_router(config.target, config.path, groups)
         self._client, self._config, self._progress = client, config, progress
+        self._nvext = isinstance(config.target, UrlTarget) and config.target.nvext
 
-    def bodies(self, requests: list[Request]) -> list[bytes]:
-        """Encoded ahead of the phase, so the window holds sending only."""
+    def prepare(
+        self, name: str, requests: list[Request], schedule: Schedule
+    ) -> Coroutine[Any, Any, list[Attempt]]:
+        """The phase, ready to run: bodies encoded ahead, so the window holds sending only
+        (a conversation's turns are encoded as they go: they carry the answers so far)."""
+        if self._config.workload.conversation is not None:
+            return self.converse(name, requests)
         config = self._config
-        nvext = isinstance(config.target, UrlTarget) and config.target.nvext
-        return [encode_body(r, config.model, config.api, nvext) for r in requests]
+        bodies = [encode_body(r, config.model, config.api, self._nvext) for r in requests]
+        return self.run(name, requests, bodies, schedule)
 
     async def run(
         self, name: str, requests: list[Request], bodies: list[bytes], schedule: Schedule
@@ -108,6 +118,41 @@ class _Phase:
                 self._progress(name, done, len(requests))
 
         await drive(requests, schedule, send)
+        return [a for a in attempts if a is not None]
+
+    async def converse(self, name: str, requests: list[Request]) -> list[Attempt]:
+        """A conversation workload's phase: each turn encoded when it is sent, with the
+        answers its conversation got so far (`drive_conversations`)."""
+        conversation = self._config.workload.conversation
+        assert conversation is not None
+        think = parse_duration(conversation.think_time) * self._config.time_scale
+        attempts: list[Attempt | None] = [None] * len(requests)
+        self.sent = attempts
+        done = 0
+
+        def finished() -> None:
+            nonlocal done
+            done += 1
+            if self._progress is not None:
+                self._progress(name, done, len(requests))
+
+        async def send(request: Request, due: float, history: list[dict[str, str]]) -> Attempt:
+            route = self.router.route(request)
+            attempt = attempts[request.index] = Attempt(request, route.endpoint, due)
+            body = encode_chat(request, history, self._config.model, self._nvext)
+            await self._client.send(route.url, body, attempt)
+            finished()
+            return attempt
+
+        def skip(request: Request, why: str) -> None:
+            attempt = attempts[request.index] = Attempt(request, "", time.perf_counter())
+            attempt.start = attempt.end = attempt.due
+            attempt.fail("abandoned", f"never sent: {why}")
+            finished()
+
+        await drive_conversations(
+            requests, self._config.point.concurrency, think, send, skip
+        )
         return [a for a in attempts if a is not None]
 
     def cut_short(self) -> list[Attempt]:
@@ -163,22 +208,20 @@ async def run_load(
         phase = _Phase(config, client, progress)
         warm_schedule = warmup_schedule(config.point, schedule.kind == "scheduled")
         warm, stopped = await _unless_stopped(
-            phase,
-            phase.run("warmup", sequence.warmup, phase.bodies(sequence.warmup), warm_schedule),
-            stop,
+            phase, phase.prepare("warmup", sequence.warmup, warm_schedule), stop
         )
         partial = "stopped (SIGTERM) during the warm-up" if stopped else None
-        bodies = phase.bodies(sequence.measured)
+        window = phase.prepare("measured", sequence.measured, schedule)
         before = None if stopped else await _read(counters, report)
         monitor = LoopMonitor()
         monitor.start()
         with _no_gc_pauses():
             began = time.perf_counter()
             measured: list[Attempt] = []
-            if not stopped:
-                measured, stopped = await _unless_stopped(
-                    phase, phase.run("measured", sequence.measured, bodies, schedule), stop
-                )
+            if stopped:
+                window.close()
+            else:
+                measured, stopped = await _unless_stopped(phase, window, stop)
                 if stopped:
                     partial = (
                         f"stopped (SIGTERM) in the measured window after {len(measured)} of "

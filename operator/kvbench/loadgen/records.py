@@ -29,6 +29,7 @@ ErrorKind = Literal[
     "connect",  # the connection was refused or could not be made
     "client",  # anything else that went wrong in the client
     "cancelled",  # the run was stopped before the request finished
+    "abandoned",  # never sent: an earlier turn of its conversation failed
 ]
 """Why a request failed; the first failure wins (later ones are its consequences)."""
 
@@ -71,6 +72,8 @@ class RequestRecord(ApiModel):
     index: int
     role: str = "request"
     group: int | None = None
+    conversation: int | None = Field(None, description="Conversation workloads: which one")
+    turn: int | None = Field(None, description="Conversation workloads: its turn, from 1")
     endpoint: str = Field(..., description="Pod (prefix-affinity) or target URL")
     due: float = Field(..., description="When the schedule wanted it sent")
     start: float = Field(..., description="When it was sent")
@@ -136,6 +139,8 @@ def to_record(attempt: Attempt, origin: float) -> RequestRecord:
         index=request.index,
         role=request.role,
         group=request.group,
+        conversation=None if request.chat is None else request.chat.conversation,
+        turn=None if request.chat is None else request.chat.turn,
         endpoint=attempt.endpoint,
         due=_r(attempt.due - origin),
         start=_r(attempt.start - origin),

@@ -23,6 +23,7 @@ __all__ = [
     "HitRates",
     "Stats",
     "Summary",
+    "TurnFigures",
     "cache_reporting",
     "hit_rates",
     "percentile",
@@ -89,6 +90,19 @@ class Goodput(ApiModel):
     )
 
 
+class TurnFigures(ApiModel):
+    """One turn of a conversation workload, over every conversation: does a turn find the
+    history its previous turns left on the worker it reached?"""
+
+    turn: int
+    requests: int
+    errors: int
+    request_hit_rate: float | None = None
+    token_hit_rate: float | None = Field(None, description="cached_tokens / prompt_tokens")
+    prompt_tokens_mean: float | None = None
+    ttft_p50: float | None = Field(None, description="On the reported clock")
+
+
 class Summary(ApiModel):
     """Everything the run measured, derived from its records and counters."""
 
@@ -103,6 +117,9 @@ class Summary(ApiModel):
     wall: ClockFigures = Field(default_factory=ClockFigures)
     simulated: ClockFigures | None = None
     goodput: Goodput | None = Field(None, description="When the run had objectives (slo)")
+    turns: list[TurnFigures] = Field(
+        default_factory=list, description="Conversation workloads: figures per turn"
+    )
 
     @property
     def reported(self) -> ClockFigures:
@@ -271,6 +288,37 @@ def goodput(
     )
 
 
+def turn_figures(
+    measured: list[RequestRecord], reporting: bool, simulated: bool, divide: float = 1.0
+) -> list[TurnFigures]:
+    """Per turn of a conversation workload (none for other workloads)."""
+    by_turn: dict[int, list[RequestRecord]] = {}
+    for r in measured:
+        if r.turn is not None:
+            by_turn.setdefault(r.turn, []).append(r)
+    out = []
+    for number, rows in sorted(by_turn.items()):
+        ok = [r for r in rows if r.ok]
+        prompts = sum(r.prompt_tokens or 0 for r in ok)
+        first = sorted(t for r in ok if (t := _timing(r, simulated, divide)[0]) is not None)
+        out.append(
+            TurnFigures(
+                turn=number,
+                requests=len(rows),
+                errors=len(rows) - len(ok),
+                request_hit_rate=(
+                    sum(1 for r in ok if _hit(r, reporting)) / len(ok) if ok and reporting else None
+                ),
+                token_hit_rate=_ratio(sum(r.cached_tokens or 0 for r in ok), prompts)
+                if reporting
+                else None,
+                prompt_tokens_mean=prompts / len(ok) if ok else None,
+                ttft_p50=percentile(first, 50) if first else None,
+            )
+        )
+    return out
+
+
 def _simulated_window(ok: list[RequestRecord], wall: float, time_scale: float | None) -> float:
     """Wall window / time scale; with time scale 0 (never wait) the longest span any one
     worker's clock covered, since workers' clocks have different origins."""
@@ -322,15 +370,17 @@ def summarize_records(
         summary.simulated = _figures(
             ok, window_seconds / scaled_by, simulated=False, reporting=reporting, divide=scaled_by
         )
+    clock = summary.latency_clock
+    divide = scaled_by if clock == "scaled" and scaled_by else 1.0
     if objectives is not None:
-        clock = summary.latency_clock
         summary.goodput = goodput(
             measured,
             objectives,
             summary.reported.window_seconds,
             simulated=clock == "simulated",
-            divide=scaled_by if clock == "scaled" and scaled_by else 1.0,
+            divide=divide,
         )
+    summary.turns = turn_figures(measured, reporting, clock == "simulated", divide)
     return summary
 
 

@@ -7,6 +7,7 @@ fixed inter-token latency, spread over the requests in flight, plus a server sta
 from pydantic import BaseModel, Field
 
 from kvbench.api import ExperimentSpec, Point
+from kvbench.api.units import parse_duration
 
 __all__ = ["DurationModel", "estimate_local_seconds", "estimate_run_seconds"]
 
@@ -33,6 +34,11 @@ def _request_tokens(spec: ExperimentSpec) -> tuple[int, int]:
         return w.shared_prefix.prompt_tokens, w.shared_prefix.output_tokens
     if w.random is not None:
         return w.random.input_tokens.mean, w.random.output_tokens.mean
+    if w.conversation is not None:  # the middle turn's prompt
+        c = w.conversation
+        turn = (c.turns + 1) // 2
+        prompt = c.system_prompt_tokens + turn * c.user_tokens + (turn - 1) * c.assistant_tokens
+        return prompt, c.assistant_tokens
     assert w.interference is not None
     return w.interference.prompt_tokens, w.interference.stream_output_tokens
 
@@ -44,6 +50,10 @@ def _load_seconds(spec: ExperimentSpec, point: Point, requests: int, model: Dura
     load = requests * per_request / in_flight
     if point.request_rate is not None:
         load = max(load, requests / point.request_rate)
+    chats = spec.workload.conversation
+    if chats is not None:  # a thinking user holds a slot idle
+        thinking = chats.conversations * (chats.turns - 1) * parse_duration(chats.think_time)
+        load += thinking / point.concurrency
     return load
 
 

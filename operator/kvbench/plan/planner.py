@@ -82,6 +82,8 @@ def _requests(spec: ExperimentSpec, point: Point) -> tuple[int, int]:
         )
     if workload.random is not None:
         return warmup.requests, workload.random.requests_for(point.concurrency)
+    if workload.conversation is not None:
+        return warmup.requests, workload.conversation.requests
     assert workload.interference is not None
     return warmup.requests, 1 + workload.interference.prompts
 

@@ -87,6 +87,14 @@ def workload_shape(spec: ExperimentSpec) -> str:
             f"random prompts: input {_length(r.input_tokens)} tokens, output "
             f"{_length(r.output_tokens)} tokens, {count} per point"
         )
+    if w.conversation is not None:
+        c = w.conversation
+        return (
+            f"conversations: {c.conversations} of {c.turns} turns per point (chat), "
+            f"{c.user_tokens:,} new user tokens and {c.assistant_tokens:,} answer tokens per "
+            f"turn, a {c.system_prompt_tokens:,}-token system prompt shared by all, "
+            f"think time {c.think_time}; {spec.load.warmup.requests} warm-up requests"
+        )
     assert w.interference is not None
     i = w.interference
     return (

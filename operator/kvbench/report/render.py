@@ -19,6 +19,7 @@ from kvbench.report.tables import (
     per_pod_table,
     throughput_table,
     ttft_table,
+    turn_table,
 )
 from kvbench.report.trials import group_trials
 from kvbench.runner.mapping import ttft_samples
@@ -90,6 +91,8 @@ def render_report(
     console.print(throughput_table(points, clock, groups))
     if spec.slo is not None:
         console.print(goodput_table(spec, points, clock, groups))
+    if spec.workload.conversation is not None:
+        console.print(turn_table(points, clock, groups))
     if spec.workload.shared_prefix is not None:
         console.print(hit_miss_table(records, clock))
         console.print(per_pod_table(records))

@@ -19,6 +19,7 @@ __all__ = [
     "per_pod_table",
     "throughput_table",
     "ttft_table",
+    "turn_table",
 ]
 
 
@@ -196,6 +197,39 @@ def goodput_table(
         "a failed request meets none",
         table.caption if isinstance(table.caption, str) else None,
     )
+    return table
+
+
+def turn_table(
+    points: list[AggregatePoint], clock: str, groups: dict[GroupKey, Trials] | None = None
+) -> Table:
+    """Conversation workloads: per turn, the token hit rate and TTFT p50 (medians)."""
+    groups = groups or {}
+    turns = sorted({t.turn for p in points for t in p.turns})
+    table = Table(
+        title=f"Per turn: token hit rate | TTFT p50 ({clock} ms), median of trials",
+        caption=_caption(
+            "token hit rate: cached tokens / prompt tokens of that turn's requests (a turn "
+            "resends the conversation so far: it hits where its history was left)",
+            legend(groups.values()),
+        ),
+        caption_justify="left",
+    )
+    table.add_column("arm / variant")
+    table.add_column("point", justify="right")
+    for turn in turns:
+        table.add_column(f"turn {turn}", justify="right")
+    for p in points:
+        by_turn = {t.turn: t for t in p.turns}
+        cells = [
+            f"{_pct(by_turn[t].token_hit_rate)} | {_ms(by_turn[t].ttft_p50)}"
+            if t in by_turn
+            else "-"
+            for t in turns
+        ]
+        table.add_row(
+            f"{p.arm} / {p.variant}", p.point.key, *(c + _marks(groups, p) for c in cells)
+        )
     return table
 
 

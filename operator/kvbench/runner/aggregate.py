@@ -8,7 +8,8 @@ is computed per run, from that run's workers (their KV sizes and names), then th
 
 from statistics import median
 
-from kvbench.api import AggregatePoint, ExperimentSpec, RunRecord
+from kvbench.api import AggregatePoint, ExperimentSpec, RunRecord, RunSummary
+from kvbench.api.status import TurnResult
 from kvbench.loadgen.routing import bounded_assignment
 from kvbench.plan.hit_model import RequestBlocks, affinity_hit_rate, che_hit_rate
 
@@ -18,6 +19,24 @@ __all__ = ["aggregate", "hit_rate_model"]
 def _median(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return median(present) if present else None
+
+
+def _turns(summaries: list[RunSummary]) -> list[TurnResult]:
+    """Per turn, the medians over the trials that measured it."""
+    by_turn: dict[int, list[TurnResult]] = {}
+    for summary in summaries:
+        for t in summary.turns:
+            by_turn.setdefault(t.turn, []).append(t)
+    return [
+        TurnResult(
+            turn=turn,
+            requests=round(median(t.requests for t in rows)),
+            request_hit_rate=_median([t.request_hit_rate for t in rows]),
+            token_hit_rate=_median([t.token_hit_rate for t in rows]),
+            ttft_p50=_median([t.ttft_p50 for t in rows]),
+        )
+        for turn, rows in sorted(by_turn.items())
+    ]
 
 
 def hit_rate_model(spec: ExperimentSpec, record: RunRecord) -> tuple[float, float] | None:
@@ -71,6 +90,7 @@ def aggregate(spec: ExperimentSpec, records: list[RunRecord]) -> list[AggregateP
                 output_tokens_per_second=_median([s.output_tokens_per_second for s in summaries]),
                 goodput=_median([s.goodput for s in summaries]),
                 slo_attainment=_median([s.slo_attainment for s in summaries]),
+                turns=_turns(summaries),
             )
         )
     return points

@@ -8,6 +8,7 @@ resource's status types, so a status change never changes the Job's wire format.
 from datetime import datetime
 
 from kvbench.api import ExperimentSpec, PodResult, RunRecord, RunSummary
+from kvbench.api.status import TurnResult
 from kvbench.loadgen.config import (
     DirectMetrics,
     LoadTarget,
@@ -68,6 +69,7 @@ def build_run_config(
     return RunConfig(
         run_id=run.id,
         model=engine.served_model_name or engine.model,
+        api="chat" if spec.workload.conversation is not None else "completions",
         target=_target(endpoint),
         workload=spec.workload,
         point=run.point,
@@ -102,6 +104,16 @@ def run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
         goodput=None if summary.goodput is None else summary.goodput.requests_per_second,
         slo_attainment=None if summary.goodput is None else summary.goodput.attainment,
         slo_met={} if summary.goodput is None else summary.goodput.met,
+        turns=[
+            TurnResult(
+                turn=t.turn,
+                requests=t.requests,
+                request_hit_rate=t.request_hit_rate,
+                token_hit_rate=t.token_hit_rate,
+                ttft_p50=t.ttft_p50,
+            )
+            for t in summary.turns
+        ],
         client_bound=client.client_bound,
         latency_clock=summary.latency_clock,
     )

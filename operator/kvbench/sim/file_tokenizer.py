@@ -32,6 +32,7 @@ class FileTokenizer:
         self.path = file
         self._tokenizer = HFTokenizer.from_file(str(file))
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
+        self.answer_ids: tuple[int, ...] | None = None  # any id: no text round trip known
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids

@@ -46,6 +46,7 @@ class SimRequest:
     """A request's state; times are virtual seconds on the engine clock."""
 
     __slots__ = (
+        "answer_ids",
         "arrival_time",
         "block_hashes",
         "blocks",
@@ -81,13 +82,17 @@ class SimRequest:
         salt: int = 0,
         vocab_size: int = 151936,
         notify: Callable[[SimRequest], None] | None = None,
+        answer_ids: tuple[int, ...] | None = None,
     ) -> None:
+        """`answer_ids`: the ids generated tokens are drawn from, when the tokenizer has a
+        set whose text encodes back to them (else any id of the vocabulary)."""
         self.request_id = request_id
         self.prompt_token_ids = prompt_token_ids
         self.num_prompt_tokens = len(prompt_token_ids)
         self.max_tokens = max_tokens
         self.salt = salt & _MASK64
         self.vocab_size = vocab_size
+        self.answer_ids = answer_ids
         self.arrival_time = arrival_time
         self.engine_arrival_time = (
             arrival_time if engine_arrival_time is None else engine_arrival_time
@@ -119,7 +124,11 @@ class SimRequest:
     def output_token_ids(self, start: int = 0, end: int | None = None) -> list[int]:
         """Generated token ids ``[start, end)`` (default: all generated so far)."""
         stop = self.num_output_tokens if end is None else end
-        salt, vocab = self.salt, self.vocab_size
+        salt, answers = self.salt, self.answer_ids
+        if answers:
+            n = len(answers)
+            return [answers[output_token_id(salt, i, n)] for i in range(start, stop)]
+        vocab = self.vocab_size
         return [output_token_id(salt, i, vocab) for i in range(start, stop)]
 
     def token_ids(self, start: int, end: int) -> list[int]:

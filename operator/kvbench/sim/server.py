@@ -359,6 +359,7 @@ class SimServer:
         sim_request = SimRequest(
             request_id, tokens, max_tokens, arrival_time=0.0,
             salt=self._salt(tokens, body), vocab_size=vocab,
+            answer_ids=self.tokenizer.answer_ids,
         )  # fmt: skip
         if body.stream:
             return await self._stream(request, sim_request, writer, include_usage, received)

@@ -5,7 +5,9 @@ non-space characters, each with its leading space (roughly the 4 characters per
 token of real BPE tokenizers on English), and each piece maps to a stable id. Two
 prompts that share a text prefix share the token prefix, which is what prefix
 caching needs. Chat messages are rendered with a ChatML template first. Generated
-token ids map back to short words for the response text.
+tokens are short words whose text encodes back to the very ids generated, as a real
+model's answer does under its own tokenizer: a chat client that resends an answer
+meets the KV its generation left in the cache.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Protocol
 
 __all__ = ["SimTokenizer", "Tokenizer", "load_tokenizer", "render_chatml"]
 
-_PIECE = re.compile(r"\s?[^\s]{1,4}|\s+")
+_PIECE = re.compile(r"\s?[^\s]{1,4}|\s")
 _WORDS = (
     "the",
     "of",
@@ -76,6 +78,9 @@ class Tokenizer(Protocol):
     """What the server needs of a tokenizer."""
 
     vocab_size: int
+    answer_ids: tuple[int, ...] | None
+    """Ids generated tokens are drawn from so that decode then encode gives them back; None
+    where no such set is known (any id may be generated)."""
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
@@ -114,7 +119,10 @@ class SimTokenizer:
         self.vocab_size = vocab_size
         self._span = vocab_size - _RESERVED
         self._memo: dict[str, int] = {}
-        self._words = [" " + w for w in _WORDS]
+        # one piece each (at most four letters), so the text of an answer encodes back to it
+        self._words = [" " + w for w in _WORDS if len(w) <= 4]
+        self.answer_ids = tuple(self.encode(w)[0] for w in self._words)
+        self._word_of = dict(zip(self.answer_ids, self._words, strict=True))
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of ``text`` (there are no special tokens to add)."""
@@ -130,13 +138,11 @@ class SimTokenizer:
         return ids
 
     def decode_one(self, token_id: int) -> str:
-        """Text of one generated token."""
-        return self._words[token_id % len(self._words)]
+        """Text of one generated token (an id outside the answer set: a word all the same)."""
+        return self._word_of.get(token_id) or self._words[token_id % len(self._words)]
 
     def decode(self, token_ids: Iterable[int]) -> str:
-        words = self._words
-        n = len(words)
-        return "".join(words[t % n] for t in token_ids)
+        return "".join(self.decode_one(t) for t in token_ids)
 
     def render_chat(
         self, messages: Iterable[tuple[str, str]], add_generation_prompt: bool = True

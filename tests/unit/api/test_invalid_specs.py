@@ -79,6 +79,7 @@ def _with(context: Build, mistake: Build) -> Build:
 
 
 RANDOM = {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 8}}
+CHATS = {"conversations": 4, "turns": 2}
 
 
 def _random(input_tokens: dict[str, Any]) -> dict[str, Any]:
@@ -244,6 +245,38 @@ CASES: list[Case] = [
         _value("spec.workload.sharedPrefix.prefixes", [2, 2], [2, 3]),
         "spec.workload.sharedPrefix.prefixes",
         ("twice",),
+    ),
+    Case(
+        "session-affinity-needs-conversations",
+        _with(
+            _value("spec.routing", None, [{"name": "s", "sessionAffinity": {}}]),
+            _value(
+                "spec.workload",
+                BASE["spec"]["workload"],
+                {"promptFormat": "text", "conversation": CHATS},
+            ),
+        ),
+        "spec.routing[s].sessionAffinity",
+        ("workload.conversation",),
+    ),
+    Case(
+        "conversation-as-token-ids",
+        _value(
+            "spec.workload",
+            {"promptFormat": "token-ids", "conversation": CHATS},
+            {"promptFormat": "text", "conversation": CHATS},
+        ),
+        "spec.workload.promptFormat",
+        ("chat messages", "text"),
+    ),
+    Case(
+        "conversation-turns-zero",
+        _value(
+            "spec.workload",
+            {"promptFormat": "text", "conversation": CHATS | {"turns": 0}},
+            {"promptFormat": "text", "conversation": CHATS},
+        ),
+        "spec.workload.conversation.turns",
     ),
     Case(
         "slo-without-objectives",

@@ -3,6 +3,7 @@
 service          the experiment's ClusterIP Service (kube-proxy balances it)
 router           a vllm-router Deployment and Service made for the run
 prefix-affinity  nothing: the load generator hashes each prefix group to one pod
+session-affinity nothing: the load generator sends each conversation to one pod
 external         a front end the user runs
 """
 
@@ -65,7 +66,7 @@ class KubeArms:
             await self._wait_endpoints(self.exp.service, {w.base_url for w in workers})
             url = f"http://{self.exp.service_host(self.exp.service)}:{port}"
             return UrlEndpoint(arm=arm.name, url=url)
-        if arm.prefix_affinity is not None:
+        if arm.affinity:
             return PodsEndpoint(arm=arm.name, pods={w.name: w.base_url for w in workers})
         if arm.external is not None:
             return UrlEndpoint(arm=arm.name, url=arm.external.url)

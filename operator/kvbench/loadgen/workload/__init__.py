@@ -4,12 +4,13 @@ from kvbench.api.load import Warmup
 from kvbench.api.status import Point
 from kvbench.api.workload import Workload
 from kvbench.loadgen.config import TokenSpace
+from kvbench.loadgen.workload.conversation import conversation_sequence
 from kvbench.loadgen.workload.interference import interference_sequence
 from kvbench.loadgen.workload.random import random_sequence
-from kvbench.loadgen.workload.request import Phase, Request, Sequence
+from kvbench.loadgen.workload.request import ChatTurn, Phase, Request, Sequence
 from kvbench.loadgen.workload.shared_prefix import shared_prefix_sequence
 
-__all__ = ["Phase", "Request", "Sequence", "build_sequence"]
+__all__ = ["ChatTurn", "Phase", "Request", "Sequence", "build_sequence"]
 
 
 def build_sequence(
@@ -27,5 +28,7 @@ def build_sequence(
         return random_sequence(
             workload.random, point.concurrency, seed, warmup.requests, space, text
         )
+    if workload.conversation is not None:
+        return conversation_sequence(workload.conversation, seed, warmup.requests, space)
     assert workload.interference is not None
     return interference_sequence(workload.interference, seed, warmup.requests, space, text)

@@ -6,14 +6,25 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-__all__ = ["Phase", "Request", "Sequence"]
+__all__ = ["ChatTurn", "Phase", "Request", "Sequence"]
 
 Phase = Literal["warmup", "measured"]
 
 
 @dataclass(frozen=True, slots=True)
+class ChatTurn:
+    """Where a request sits in a conversation; its messages are made when it is sent, from
+    the answers the earlier turns got."""
+
+    conversation: int
+    turn: int  # from 1
+    system: str | None = None  # the system prompt, on every turn of the conversation
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
-    """One request to send. `prompt` is token ids or text, as the workload's format says."""
+    """One request to send. `prompt` is token ids or text, as the workload's format says;
+    in a conversation it is the turn's new user text."""
 
     phase: Phase
     index: int
@@ -23,10 +34,11 @@ class Request:
     group: int | None = None
     role: Literal["request", "stream", "inject"] = "request"
     offset: float | None = None
+    chat: ChatTurn | None = None
 
     @property
     def routing_key(self) -> str:
-        """What prefix-affinity hashes: the prefix group, else the request itself."""
+        """What affinity hashes: the prefix group or conversation, else the request itself."""
         if self.group is not None:
             return f"group-{self.group}"
         return f"{self.phase}-{self.index}"
@@ -35,6 +47,8 @@ class Request:
         """The bytes the digest covers: everything that decides what the server sees."""
         prompt = self.prompt if isinstance(self.prompt, str) else list(self.prompt)
         row = [self.phase, self.index, self.group, self.role, self.offset, self.max_tokens, prompt]
+        if self.chat is not None:
+            row += [self.chat.conversation, self.chat.turn, self.chat.system]
         return json.dumps(row, separators=(",", ":")).encode()
 
 

@@ -4,6 +4,7 @@ service          a per-connection random balancer, as kube-proxy does for a Clus
                  (`service.py`, its own process)
 router           the real vllm-router (from PyPI) started in front of the workers
 prefix-affinity  nothing: the load generator hashes each prefix group to one worker
+session-affinity nothing: the load generator sends each conversation to one worker
 
 vllm-router's `kv_aware` policy follows the workers' caches through their vLLM KV events: it
 subscribes to each worker's ZMQ publisher (`--kv-event-source URL=ENDPOINT`, where the back end
@@ -170,7 +171,7 @@ async def open_local_arm(
         )
         await wait_serving(children, child, f"http://{host}:{port}/health", timeout)
         return UrlEndpoint(arm=arm.name, url=f"http://{host}:{port}")
-    if arm.prefix_affinity is not None:
+    if arm.affinity:
         return PodsEndpoint(arm=arm.name, pods={w.name: w.base_url for w in workers})
     assert arm.external is not None
     return UrlEndpoint(arm=arm.name, url=arm.external.url)
