@@ -287,11 +287,15 @@ class TraceWorkload(SpecModel):
 
 
 class TraceInfo(ApiModel):
-    """The trace a run replays, as it was read: what its sequence was built from."""
+    """The trace a run replays, as it was read: what its sequence was built from, and its
+    shape for plans and reports."""
 
     source: str = Field(..., description="The file's name or the ConfigMap's, in words")
     sha256: str = Field(..., pattern=r"^[0-9a-f]{64}$", description="Of the trace's bytes")
     rows: int = Field(..., ge=1, description="Rows replayed (warm-up included, after maxRows)")
+    input_tokens: int = Field(..., ge=1, description="Mean input_length of those rows")
+    output_tokens: int = Field(..., ge=1, description="Mean output_length of those rows")
+    seconds: float = Field(..., ge=0, description="From the first row's timestamp to the last")
 
 
 class Workload(SpecModel):

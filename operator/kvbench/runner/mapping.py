@@ -8,6 +8,7 @@ resource's status types, so a status change never changes the Job's wire format.
 from datetime import datetime
 
 from kvbench.api import ExperimentSpec, PodResult, RunRecord, RunSummary
+from kvbench.api.workload import TraceInfo
 from kvbench.loadgen.config import (
     DirectMetrics,
     LoadTarget,
@@ -61,9 +62,11 @@ def build_run_config(
     endpoint: ArmEndpoint,
     workers: list[WorkerInfo],
     simulated: bool,
+    trace: TraceInfo | None = None,
 ) -> RunConfig:
     """The load generator's config for one run; the simulator's time scale only when the
-    workers are the simulator (a real vLLM runs on the wall clock)."""
+    workers are the simulator (a real vLLM runs on the wall clock); a trace workload's
+    `trace`, the one the experiment was planned with."""
     engine = spec.engines()[run.variant]
     return RunConfig(
         run_id=run.id,
@@ -78,6 +81,7 @@ def build_run_config(
         time_scale=spec.simulator.time_scale if simulated else 1.0,
         metrics=_metrics(spec, endpoint, workers),
         slo=spec.slo,
+        trace=trace,
     )
 
 
@@ -180,6 +184,7 @@ def run_record(
         ),
         kv_events=state.kv_events,
         placement=state.placement,
+        trace=result.conditions.trace,
     )
 
 

@@ -59,8 +59,14 @@ def test_rows_are_read_with_the_whole_files_sha256() -> None:
     trace = _trace(b"\n" + DATA + b"\n\n")  # blank lines are skipped
     assert len(trace.rows) == 5 and trace.rows[2].hash_ids == (1, 2, 3, 4)
     assert trace.info == TraceInfo(
-        source="t.jsonl", sha256=hashlib.sha256(b"\n" + DATA + b"\n\n").hexdigest(), rows=5
+        source="t.jsonl",
+        sha256=hashlib.sha256(b"\n" + DATA + b"\n\n").hexdigest(),
+        rows=5,
+        input_tokens=8,  # (10 + 8 + 13 + 5 + 4) / 5
+        output_tokens=3,
+        seconds=1.5,
     )
+    assert trace.lines == (2, 3, 4, 5, 6)
     assert trace.rows[0].block_lengths(4) == [4, 4, 2]
 
 

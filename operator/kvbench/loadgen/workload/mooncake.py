@@ -54,15 +54,25 @@ class TraceRow(BaseModel):
 
 @dataclass(frozen=True)
 class Trace:
-    """A trace's rows (the first `maxRows`) and the sha256 of its whole file."""
+    """A trace's rows (the first `maxRows`), the line of each, and the sha256 of its whole
+    file."""
 
     rows: tuple[TraceRow, ...]
+    lines: tuple[int, ...]
     sha256: str
     source: str
 
     @property
     def info(self) -> TraceInfo:
-        return TraceInfo(source=self.source, sha256=self.sha256, rows=len(self.rows))
+        rows = self.rows
+        return TraceInfo(
+            source=self.source,
+            sha256=self.sha256,
+            rows=len(rows),
+            input_tokens=round(sum(r.input_length for r in rows) / len(rows)),
+            output_tokens=round(sum(r.output_length for r in rows) / len(rows)),
+            seconds=(rows[-1].timestamp - rows[0].timestamp) / 1000,
+        )
 
 
 def _problem(err: ValidationError) -> str:
@@ -95,6 +105,7 @@ def parse_trace(data: bytes, spec: TraceWorkload, source: str) -> Trace:
     `TraceError` naming `source` and the line of the first bad row."""
     limit = spec.max_rows or MAX_REQUESTS
     rows: list[TraceRow] = []
+    lines: list[int] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -114,6 +125,8 @@ def parse_trace(data: bytes, spec: TraceWorkload, source: str) -> Trace:
                 f"row's {rows[-1].timestamp:g} (rows must be in time order)"
             )
         rows.append(row)
+        lines.append(number)
     if not rows:
         raise TraceError(f"{source}: no rows")
-    return Trace(rows=tuple(rows), sha256=hashlib.sha256(data).hexdigest(), source=source)
+    digest = hashlib.sha256(data).hexdigest()
+    return Trace(rows=tuple(rows), lines=tuple(lines), sha256=digest, source=source)
