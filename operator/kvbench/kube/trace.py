@@ -25,13 +25,17 @@ CHUNK_BYTES = 256 << 10
 
 
 def _chunks(data: bytes) -> list[bytes]:
-    chunks: list[bytes] = []
+    """Whole lines, at most `CHUNK_BYTES` each (a longer line is a chunk of its own)."""
+    chunks: list[list[bytes]] = []
+    size = 0
     for line in data.splitlines(keepends=True):
-        if chunks and len(chunks[-1]) + len(line) <= CHUNK_BYTES:
-            chunks[-1] += line
+        if chunks and size + len(line) <= CHUNK_BYTES:
+            chunks[-1].append(line)
+            size += len(line)
         else:
-            chunks.append(line)
-    return chunks
+            chunks.append([line])
+            size = len(line)
+    return [b"".join(lines) for lines in chunks]
 
 
 def trace_configmap(data: bytes, name: str, namespace: str | None = None) -> dict[str, Any]:

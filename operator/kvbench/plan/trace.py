@@ -23,9 +23,9 @@ def trace_problems(spec: ExperimentSpec, trace: Trace) -> list[str]:
             if row.input_length + row.output_length > engine.max_model_len:
                 problems.append(
                     f"spec.workload.trace: {trace.source} line {line} holds "
-                    f"{row.input_length} + {row.output_length} tokens, above variant "
-                    f"{variant!r}'s engine.maxModelLen {engine.max_model_len}: vLLM would "
-                    "reject it (raise maxModelLen, or cut the trace with maxRows)"
+                    f"{row.input_length} + {row.output_length} tokens, above the "
+                    f"engine.maxModelLen {engine.max_model_len} of variant {variant!r}: vLLM "
+                    "would reject it (raise maxModelLen, or cut the trace with maxRows)"
                 )
                 break
     return problems

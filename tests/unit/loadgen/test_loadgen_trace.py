@@ -6,19 +6,26 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import ValidationError
 
+from kvbench.api import load_experiment
 from kvbench.api.load import Warmup
 from kvbench.api.status import Point
 from kvbench.api.workload import TraceInfo, TraceWorkload, Workload
+from kvbench.cli import main
 from kvbench.loadgen.arrivals import measured_schedule
-from kvbench.loadgen.config import TokenSpace
+from kvbench.loadgen.config import RunConfig, TokenSpace
 from kvbench.loadgen.workload import build_sequence
 from kvbench.loadgen.workload.mooncake import Trace, TraceError, parse_trace
+from kvbench.loadgen.workload.synthetic_trace import TraceShape, synthetic_trace, trace_lines
 from kvbench.loadgen.workload.tokens import render_text
 from kvbench.loadgen.workload.trace import TraceBlocks
 from kvbench.loadgen.workload.trace_source import join_keys, read_trace_bytes, replayed_trace
 
 SPACE = TokenSpace()
+EXAMPLE_TRACE = Path(__file__).resolve().parents[3] / "examples" / "traces" / "small-mooncake.jsonl"
 SPEC = TraceWorkload(file="t.jsonl", block_tokens=4)
 
 
@@ -202,3 +209,52 @@ def test_the_load_generator_refuses_a_trace_that_changed(tmp_path: Path) -> None
     path.write_bytes(DATA.replace(b'"output_length": 3', b'"output_length": 4', 1))
     with pytest.raises(TraceError, match="the trace changed after the experiment started"):
         replayed_trace(spec, planned)
+
+
+def test_the_example_trace_is_what_trace_make_writes(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    made = CliRunner().invoke(main, ["trace", "make", str(out)])
+    assert made.exit_code == 0, made.output
+    assert out.read_bytes() == EXAMPLE_TRACE.read_bytes()
+    other = tmp_path / "o.jsonl"
+    CliRunner().invoke(main, ["trace", "make", str(other), "--seed", "1", "--rows", "50"])
+    assert len(other.read_text().splitlines()) == 50 and other.read_bytes() != out.read_bytes()
+
+
+def test_the_synthetic_trace_has_shared_chains_extensions_and_repeats() -> None:
+    rows = synthetic_trace(TraceShape(), 2026)
+    trace = parse_trace(trace_lines(rows).encode(), TraceWorkload(file="t"), "t")  # 512 each
+    ids = [row.hash_ids for row in trace.rows]
+    assert len({i[0] for i in ids}) == 5  # the five system prompts start every row
+    extends = sum(1 for i, a in enumerate(ids) for b in ids[:i] if a[: len(b) - 1] == b[:-1]
+                  and len(a) > len(b) > 1 and a[len(b) - 1] != b[-1])  # fmt: skip
+    repeats = sum(1 for i, a in enumerate(ids) if a in ids[:i])
+    assert extends > 20 and repeats > 5
+    stamps = [row.timestamp for row in trace.rows]
+    assert stamps == sorted(stamps) and 30_000 < stamps[-1] < 80_000  # about 200 / 4 per s
+
+
+def test_a_relative_trace_file_is_read_from_the_experiment_files_directory(
+    tmp_path: Path,
+) -> None:
+    document = yaml.safe_load((EXAMPLE_TRACE.parents[1] / "trace-replay.yaml").read_text())
+    (tmp_path / "specs").mkdir()
+    spec = tmp_path / "specs" / "replay.yaml"
+    document["spec"]["workload"]["trace"]["file"] = "../traces/t.jsonl"
+    spec.write_text(yaml.safe_dump(document))
+    replay = load_experiment(spec).spec.workload.trace
+    assert replay is not None and replay.file == str(tmp_path / "traces" / "t.jsonl")
+
+
+def test_a_run_config_names_the_trace_of_a_trace_workload_only() -> None:
+    target = {"kind": "url", "url": "http://x"}
+    base = {"model": "m", "target": target, "point": {"concurrency": 1}, "seed": 1}
+    info = _trace().info.model_dump()
+    RunConfig.model_validate({**base, "workload": _workload().model_dump(), "trace": info})
+    with pytest.raises(ValidationError, match="trace is set for a trace workload, and only"):
+        RunConfig.model_validate({**base, "workload": _workload().model_dump()})
+    shared = {"sharedPrefix": {"prefixes": [1]}}
+    with pytest.raises(ValidationError, match="trace is set for a trace workload, and only"):
+        RunConfig.model_validate(
+            {**base, "point": {"concurrency": 1, "prefixes": 1}, "workload": shared, "trace": info}
+        )
