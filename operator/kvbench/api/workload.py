@@ -1,5 +1,6 @@
 """Workloads: what requests are sent. Each kind is one member of `Workload` (exactly one)."""
 
+from pathlib import PurePath
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -283,7 +284,7 @@ class TraceWorkload(SpecModel):
         if self.config_map is not None:
             return f"ConfigMap {self.config_map.name}"
         assert self.file is not None
-        return self.file.rsplit("/", 1)[-1]
+        return PurePath(self.file).name
 
 
 class TraceInfo(ApiModel):
