@@ -62,8 +62,14 @@ class ExperimentSpec(SpecModel):
             "x-kubernetes-validations": [
                 {
                     "rule": "!self.routing.exists(a, has(a.prefixAffinity)) || "
-                    "has(self.workload.sharedPrefix)",
-                    "message": "prefixAffinity routing needs workload.sharedPrefix",
+                    "has(self.workload.sharedPrefix) || has(self.workload.trace)",
+                    "message": "prefixAffinity routing needs workload.sharedPrefix or "
+                    "workload.trace",
+                },
+                {
+                    "rule": "!has(self.workload.trace) || !has(self.load.requestRates)",
+                    "message": "a trace replay has its own timing (trace.timing): no "
+                    "load.requestRates",
                 },
                 {
                     "rule": "!self.routing.exists(a, has(a.sessionAffinity)) || "
@@ -178,10 +184,11 @@ class ExperimentSpec(SpecModel):
     @model_validator(mode="after")
     def _arms_fit_workload(self) -> "ExperimentSpec":
         for arm in self.routing:
-            if arm.prefix_affinity is not None and self.workload.shared_prefix is None:
+            grouped = self.workload.shared_prefix is not None or self.workload.trace is not None
+            if arm.prefix_affinity is not None and not grouped:
                 raise ValueError(
                     f"routing[{arm.name}].prefixAffinity groups requests by prefix: it needs "
-                    "workload.sharedPrefix"
+                    "workload.sharedPrefix or workload.trace (grouped by first hash id)"
                 )
             if arm.session_affinity is not None and self.workload.conversation is None:
                 raise ValueError(
@@ -221,6 +228,11 @@ class ExperimentSpec(SpecModel):
                     "workload.promptFormat: a conversation is sent as chat messages "
                     "(/v1/chat/completions); set it to text"
                 )
+        if self.workload.trace is not None and self.load.request_rates is not None:
+            raise ValueError(
+                "load.requestRates: a trace replay has its own timing (trace.timing: trace "
+                "sends each row at its timestamp, closed a closed loop); remove it"
+            )
         if self.freshness == "reset-cache":
             for name, engine in self.engines().items():
                 if not any(v.name == "VLLM_SERVER_DEV_MODE" and v.value == "1" for v in engine.env):

@@ -5,8 +5,12 @@ nested at most `MAX_YAML_DEPTH` deep (PyYAML's scanner takes time quadratic in t
 brackets would keep it busy for a minute), and at most `MAX_YAML_NODES` nodes once every alias
 is written out, so an alias bomb (a few hundred bytes that expand to a billion strings) is
 refused before validation walks it.
+
+A relative `workload.trace.file` is read from the experiment file's directory: it is made
+absolute here, so the runner and the load generator find it wherever they run from.
 """
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -176,4 +180,8 @@ def load_experiment(path: str | Path) -> BenchmarkExperiment:
         raise SpecError(
             str(path), [f"(document): expected one YAML document, found {len(documents)}"]
         )
-    return parse_experiment(documents[0], str(path))
+    experiment = parse_experiment(documents[0], str(path))
+    trace = experiment.spec.workload.trace
+    if trace is not None and trace.file is not None:
+        trace.file = os.path.abspath(path.parent / trace.file)
+    return experiment

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from kvbench.api.base import ApiModel
 from kvbench.api.load import Point
+from kvbench.api.workload import TraceInfo
 
 __all__ = [
     "AggregatePoint",
@@ -269,6 +270,9 @@ class RunRecord(ApiModel):
     )
     placement: RunPlacement | None = Field(
         None, description="The nodes of the load generator and (router arms) the router"
+    )
+    trace: TraceInfo | None = Field(
+        None, description="A trace replay: the trace replayed (its sha256, rows and shape)"
     )
 
 

@@ -1,15 +1,18 @@
 """Workloads: what requests are sent. Each kind is one member of `Workload` (exactly one)."""
 
+from pathlib import PurePath
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kvbench.api.base import SpecModel
+from kvbench.api.base import ApiModel, SpecModel
 from kvbench.api.engine import MAX_TOKENS
 from kvbench.api.load import MAX_PREFIXES, MAX_REQUESTS
+from kvbench.api.names import NO_NUL, DnsSubdomain
 from kvbench.api.units import Duration
 
 __all__ = [
+    "MOONCAKE_BLOCK_TOKENS",
     "WORKLOAD_KINDS",
     "ConversationWorkload",
     "InterferenceWorkload",
@@ -17,11 +20,18 @@ __all__ = [
     "PrefixPopularity",
     "RandomWorkload",
     "SharedPrefixWorkload",
+    "TraceConfigMap",
+    "TraceInfo",
+    "TraceWorkload",
     "Workload",
 ]
 
 MAX_WEIGHTS = 4096  # explicit weights: a list a person writes, kept small for the CRD
-WORKLOAD_KINDS = ("shared_prefix", "random", "interference", "conversation")
+WORKLOAD_KINDS = ("shared_prefix", "random", "interference", "conversation", "trace")
+_TRACE_SOURCE = "set file (kvbench run) or configMap (a cluster), exactly one"
+MOONCAKE_BLOCK_TOKENS = 512
+"""Tokens per hash id in Mooncake's traces (the paper's KV block), guidellm's and aiperf's
+default too."""
 
 
 class ZipfPopularity(SpecModel):
@@ -257,6 +267,82 @@ class ConversationWorkload(SpecModel):
         ) * self.assistant_tokens
 
 
+class TraceConfigMap(SpecModel):
+    """A ConfigMap in the experiment's namespace that holds the trace: its keys (one, or
+    `chunk-000`, `chunk-001`, ...) concatenated in name order (`kvbench trace configmap`)."""
+
+    name: DnsSubdomain
+
+
+class TraceWorkload(SpecModel):
+    """Replay a trace: one request per row, its prompt made block by block from the row's
+    hash ids (docs/workloads.md, "Trace replay"). The trace is read where the run is: a file
+    for `kvbench run`, a ConfigMap on a cluster."""
+
+    model_config = SpecModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {"rule": "has(self.file) != has(self.configMap)", "message": _TRACE_SOURCE}
+            ]
+        }
+    }
+
+    file: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        pattern=NO_NUL,
+        description="kvbench run: the trace file; a relative path is read from the experiment "
+        "file's directory",
+    )
+    config_map: TraceConfigMap | None = Field(
+        None, description="On a cluster: the ConfigMap that holds the trace"
+    )
+    format: Literal["mooncake"] = Field(
+        "mooncake",
+        description="One JSON object per line: timestamp (ms), input_length, output_length, "
+        "hash_ids",
+    )
+    block_tokens: int = Field(
+        MOONCAKE_BLOCK_TOKENS, ge=1, le=MAX_TOKENS, description="Tokens per hash id"
+    )
+    timing: Literal["trace", "closed"] = Field(
+        "trace",
+        description="trace: each row sent at its timestamp / speedup (in flight capped by "
+        "load.concurrency); closed: timestamps ignored, a closed loop at load.concurrency",
+    )
+    speedup: float = Field(1.0, gt=0, le=1000, description="The trace's time divided by this")
+    max_rows: int | None = Field(
+        None, ge=1, le=MAX_REQUESTS, description="Replay only the first rows (warm-up included)"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "TraceWorkload":
+        if (self.file is None) == (self.config_map is None):
+            raise ValueError(_TRACE_SOURCE)
+        return self
+
+    @property
+    def source(self) -> str:
+        """Where the trace is read from, in words: the file's name or the ConfigMap's."""
+        if self.config_map is not None:
+            return f"ConfigMap {self.config_map.name}"
+        assert self.file is not None
+        return PurePath(self.file).name
+
+
+class TraceInfo(ApiModel):
+    """The trace a run replays, as it was read: what its sequence was built from, and its
+    shape for plans and reports."""
+
+    source: str = Field(..., description="The file's name or the ConfigMap's, in words")
+    sha256: str = Field(..., pattern=r"^[0-9a-f]{64}$", description="Of the trace's bytes")
+    rows: int = Field(..., ge=1, description="Rows replayed (warm-up included, after maxRows)")
+    input_tokens: int = Field(..., ge=1, description="Mean input_length of those rows")
+    output_tokens: int = Field(..., ge=1, description="Mean output_length of those rows")
+    seconds: float = Field(..., ge=0, description="From the first row's timestamp to the last")
+
+
 class Workload(SpecModel):
     """Exactly one workload kind, and how prompts are written."""
 
@@ -267,6 +353,7 @@ class Workload(SpecModel):
                 {"required": ["random"]},
                 {"required": ["interference"]},
                 {"required": ["conversation"]},
+                {"required": ["trace"]},
             ]
         }
     }
@@ -280,24 +367,29 @@ class Workload(SpecModel):
     random: RandomWorkload | None = None
     interference: InterferenceWorkload | None = None
     conversation: ConversationWorkload | None = None
+    trace: TraceWorkload | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Workload":
         chosen = [k for k in WORKLOAD_KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
             raise ValueError(
-                "workload needs exactly one of sharedPrefix, random, interference, conversation "
+                "workload needs exactly one of sharedPrefix, random, interference, conversation, "
+                "trace "
                 f"(found {len(chosen) or 'none'})"
             )
         return self
 
     @property
     def kind(self) -> str:
-        """shared_prefix, random, interference or conversation."""
+        """shared_prefix, random, interference, conversation or trace."""
         return next(k for k in WORKLOAD_KINDS if getattr(self, k) is not None)
 
     def most_requests(self, concurrency: int) -> int:
-        """Most measured requests of one point, at the highest `concurrency`."""
+        """Most measured requests of one point, at the highest `concurrency` (a trace's:
+        its maxRows, or 0 when only the trace knows; reading it bounds its rows)."""
+        if self.trace is not None:
+            return self.trace.max_rows or 0
         if self.shared_prefix is not None:
             return self.shared_prefix.requests_for(max(self.shared_prefix.prefixes))
         if self.random is not None:
@@ -308,7 +400,10 @@ class Workload(SpecModel):
         return 1 + self.interference.prompts
 
     def longest_request(self) -> int:
-        """Most tokens (prompt + output) one request can hold."""
+        """Most tokens (prompt + output) one request can hold (a trace's: 0 here, its rows
+        are checked against maxModelLen once it is read)."""
+        if self.trace is not None:
+            return 0
         if self.shared_prefix is not None:
             return self.shared_prefix.prompt_tokens + self.shared_prefix.output_tokens
         if self.random is not None:

@@ -10,6 +10,7 @@ from kvbench.cli.report import compare, fetch, report
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
 from kvbench.cli.testcluster import testcluster
+from kvbench.cli.trace import trace
 from kvbench.cli.version import version_option
 
 __all__ = ["main"]
@@ -31,3 +32,4 @@ main.add_command(fetch)
 main.add_command(run)
 main.add_command(sim)
 main.add_command(testcluster)
+main.add_command(trace)

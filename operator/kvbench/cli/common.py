@@ -1,5 +1,5 @@
-"""Helpers the commands share: reading an experiment file with readable errors, a console
-that never cuts a table."""
+"""Helpers the commands share: reading an experiment file (and a trace workload's trace) with
+readable errors, a console that never cuts a table."""
 
 from pathlib import Path
 from typing import Any
@@ -10,8 +10,10 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from kvbench.api import BenchmarkExperiment, SpecError, load_experiment
+from kvbench.loadgen.workload.mooncake import Trace, TraceError
+from kvbench.loadgen.workload.trace_source import load_trace
 
-__all__ = ["experiment_argument", "make_console", "read_experiment"]
+__all__ = ["experiment_argument", "make_console", "read_experiment", "read_trace"]
 
 _PIPE_WIDTH = 160
 _UNBOUNDED = 1 << 16
@@ -26,6 +28,24 @@ def read_experiment(path: Path) -> BenchmarkExperiment:
     try:
         return load_experiment(path)
     except SpecError as err:
+        raise click.ClickException(str(err)) from None
+
+
+def read_trace(experiment: BenchmarkExperiment, given: Path | None = None) -> Trace | None:
+    """A trace workload's trace: `trace.file`, or `given` (a local copy of a ConfigMap's
+    trace, for `kvbench plan`); a clean CLI error naming the row when it cannot be replayed."""
+    spec = experiment.spec.workload.trace
+    if spec is None:
+        return None
+    path = given or (Path(spec.file) if spec.file is not None else None)
+    if path is None:
+        raise click.ClickException(
+            "spec.workload.trace.configMap: a ConfigMap is read on a cluster (the operator); "
+            "here give the trace as trace.file"
+        )
+    try:
+        return load_trace(spec, path)
+    except TraceError as err:
         raise click.ClickException(str(err)) from None
 
 

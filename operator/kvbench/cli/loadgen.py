@@ -8,6 +8,10 @@ A progress bar on a terminal; in a Job (no TTY) a few log lines only. Request er
 data in the result, not a failure of the command: it exits non-zero only when the config is
 invalid or the run could not be carried out at all, and (128 + 15) when SIGTERM stopped it:
 then the document it wrote is marked partial.
+
+A trace workload's trace is read from `trace.file`, or from the ConfigMap the Job mounts at
+`/trace`, and must have the sha256 the config names (it is refused otherwise, before anything
+is sent).
 """
 
 import logging
@@ -32,6 +36,8 @@ from kvbench.kube.results import (
 from kvbench.loadgen.config import ConfigError, load_config
 from kvbench.loadgen.measure import ProgressCallback, run_sync
 from kvbench.loadgen.results import LoadgenResult
+from kvbench.loadgen.workload.mooncake import TraceError
+from kvbench.loadgen.workload.trace_source import replayed_trace
 from kvbench.report.formats import milliseconds, percent
 
 __all__ = ["loadgen"]
@@ -106,7 +112,10 @@ def loadgen(
         raise click.UsageError("give --out, --out-configmaps or both")
     try:
         config = load_config(config_path)
-    except ConfigError as err:
+        trace = None
+        if config.workload.trace is not None and config.trace is not None:
+            trace = replayed_trace(config.workload.trace, config.trace)
+    except (ConfigError, TraceError) as err:
         raise click.ClickException(str(err)) from None
     console = Console(stderr=True)
     interactive = console.is_terminal and not quiet
@@ -126,7 +135,7 @@ def loadgen(
         except ResultConfigMapError as err:
             raise click.ClickException(str(err)) from None
     with bar:
-        result = run_sync(config, update)
+        result = run_sync(config, update, trace)
     kept = []
     if out is not None:
         result.save(out)

@@ -7,7 +7,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from kvbench.cli.common import experiment_argument, make_console, read_experiment
+from kvbench.cli.common import experiment_argument, make_console, read_experiment, read_trace
 from kvbench.plan import Plan, plan_experiment
 
 __all__ = ["plan", "print_plan"]
@@ -52,10 +52,17 @@ def print_plan(plan: Plan, console: Console) -> None:
 @click.command()
 @experiment_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(file: Path, as_json: bool) -> None:
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A trace workload's trace, instead of trace.file (a copy of trace.configMap's).",
+)
+def plan(file: Path, as_json: bool, trace_file: Path | None) -> None:
     """Print the ordered runs of an experiment FILE."""
     experiment = read_experiment(file)
-    result = plan_experiment(experiment)
+    trace = read_trace(experiment, trace_file)
+    result = plan_experiment(experiment, trace=trace.info if trace else None)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from kvbench.cli.common import experiment_argument, make_console, read_experiment
+from kvbench.cli.common import experiment_argument, make_console, read_experiment, read_trace
 from kvbench.cli.error_rates import DEFAULT_MAX_ERROR_RATE, too_many_errors
 from kvbench.cli.progress import RunProgress
 from kvbench.cli.report import write_report
@@ -153,6 +153,7 @@ def run(
     """
     launcher = _launcher(engine, vllm_command, gpus, model_dir, vllm_args)
     experiment = read_experiment(file)
+    trace = read_trace(experiment)
     out = out or Path("results") / experiment.metadata.name
     console = make_console()
     store = DirectoryStore(out)
@@ -172,6 +173,7 @@ def run(
         store,
         progress,
         hold if hold_at else None,
+        trace,
     )
     again = f"`kvbench run {file} --out {out}`"
     try:

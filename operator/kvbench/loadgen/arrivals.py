@@ -31,16 +31,19 @@ class Schedule:
 
 
 def measured_schedule(
-    requests: list[Request], point: Point, seed: int, time_scale: float
+    requests: list[Request], point: Point, seed: int, time_scale: float, capped: bool = False
 ) -> Schedule:
     """Closed loop at the point's concurrency, Poisson at its rate, or the workload's offsets.
 
     Rates and offsets are in server seconds; a time-scaled simulator runs `time_scale` wall
-    seconds per server second, so the wall schedule is stretched by it.
+    seconds per server second, so the wall schedule is stretched by it. A workload's offsets
+    run all at once (the interference stream and its injections) unless `capped` (a trace
+    replay): then in flight is capped by the point's concurrency, as a Poisson point's is.
     """
     if any(r.offset is not None for r in requests):
         offsets = tuple((r.offset or 0.0) * time_scale for r in requests)
-        return Schedule("scheduled", cap=len(requests), offsets=offsets)
+        cap = point.concurrency if capped else len(requests)
+        return Schedule("scheduled", cap=cap, offsets=offsets)
     if point.request_rate is None:
         return Schedule("closed", cap=point.concurrency)
     rng, t, offsets = rng_for(seed, "arrivals"), 0.0, []

@@ -1,7 +1,9 @@
 """`RunConfig`: everything one load-generator run needs, as the Job receives it (JSON).
 
-The request sequence is a pure function of (workload, point, seed, warm-up, token space), so
-two configs that differ only in `target` or `metrics` send byte-identical traffic.
+The request sequence is a pure function of (workload, point, seed, warm-up, token space, and
+a trace workload's trace bytes), so two configs that differ only in `target` or `metrics`
+send byte-identical traffic. A trace travels beside the config, not in it (a file, or the
+ConfigMap the Job mounts); the config names its sha256, which the load generator checks.
 """
 
 from pathlib import Path
@@ -14,7 +16,7 @@ from kvbench.api.base import ApiModel
 from kvbench.api.load import Warmup
 from kvbench.api.slo import Objectives
 from kvbench.api.units import Duration, parse_duration
-from kvbench.api.workload import Workload
+from kvbench.api.workload import TraceInfo, Workload
 
 __all__ = [
     "ConfigError",
@@ -142,6 +144,9 @@ class RunConfig(ApiModel):
         0.005, gt=0, description="Event-loop lag (s, p99) above which a run is client-bound"
     )
     slo: Objectives | None = Field(None, description="Objectives for goodput, if any")
+    trace: TraceInfo | None = Field(
+        None, description="A trace workload: the trace the experiment was planned with"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":
@@ -151,6 +156,10 @@ class RunConfig(ApiModel):
             raise ValueError("a sharedPrefix workload needs point.prefixes")
         if self.point.request_rate is not None and self.workload.interference is not None:
             raise ValueError("the interference workload has its own schedule: no requestRate")
+        if (self.workload.trace is None) != (self.trace is None):
+            raise ValueError("trace is set for a trace workload, and only for one")
+        if self.point.request_rate is not None and self.workload.trace is not None:
+            raise ValueError("a trace replay has its own timing: no requestRate")
         return self
 
     @property

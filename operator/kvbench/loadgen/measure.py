@@ -36,6 +36,7 @@ from kvbench.loadgen.results import Conditions, CounterReport, LoadgenResult, Wi
 from kvbench.loadgen.routing import make_router
 from kvbench.loadgen.summary import percentile, summarize_records, warnings
 from kvbench.loadgen.workload import Request, Sequence, build_sequence
+from kvbench.loadgen.workload.mooncake import Trace
 
 __all__ = ["ProgressCallback", "event_loop_name", "make_counter_source", "run_load", "run_sync"]
 
@@ -43,14 +44,16 @@ ProgressCallback = Callable[[str, int, int], None]
 """Called as (phase, done, total) after every finished request."""
 
 
-def run_sync(config: RunConfig, progress: ProgressCallback | None = None) -> LoadgenResult:
+def run_sync(
+    config: RunConfig, progress: ProgressCallback | None = None, trace: Trace | None = None
+) -> LoadgenResult:
     """Run on uvloop when it is installed (the measured path's speed depends on it). SIGTERM
     (a Job's deadline, a deleted pod) stops the run and returns what it has, marked partial."""
 
     async def until_terminated() -> LoadgenResult:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        return await run_load(config, progress, stop)
+        return await run_load(config, progress, stop, trace)
 
     try:
         import uvloop
@@ -80,11 +83,12 @@ class _Phase:
     """Sends one phase's requests and keeps every attempt, in sequence order."""
 
     def __init__(
-        self, config: RunConfig, client: Client, progress: ProgressCallback | None
+        self,
+        config: RunConfig,
+        client: Client,
+        progress: ProgressCallback | None,
+        groups: int | None,
     ) -> None:
-        groups = config.point.prefixes if config.workload.shared_prefix is not None else None
-        if config.workload.conversation is not None:
-            groups = config.workload.conversation.conversations
         self.router = make_router(config.target, config.path, groups)
         self._client, self._config, self._progress = client, config, progress
         self._nvext = isinstance(config.target, UrlTarget) and config.target.nvext
@@ -188,24 +192,32 @@ async def run_load(
     config: RunConfig,
     progress: ProgressCallback | None = None,
     stop: asyncio.Event | None = None,
+    trace: Trace | None = None,
 ) -> LoadgenResult:
     """Carry out the run and return its result; request failures are records, not raised.
+    A trace workload replays `trace` (`trace_source.replayed_trace`).
 
     A failed counter read is reported in the document (`counters.error`), not raised, so the
     requests already measured are kept. When `stop` is set the run ends there: the document
     holds every request sent so far and says it is partial.
     """
     sequence = build_sequence(
-        config.workload, config.point, config.seed, config.warmup, config.tokens
+        config.workload, config.point, config.seed, config.warmup, config.tokens, trace
     )
-    schedule = measured_schedule(sequence.measured, config.point, config.seed, config.time_scale)
+    schedule = measured_schedule(
+        sequence.measured,
+        config.point,
+        config.seed,
+        config.time_scale,
+        capped=config.workload.trace is not None,
+    )
     counters = make_counter_source(config.metrics)
     report = CounterReport(source=config.metrics.kind if config.metrics else None)
     origin, started = time.perf_counter(), datetime.now(UTC)
     async with Client(
         config.connection, config.request_timeout_seconds, config.connect_timeout_seconds
     ) as client:
-        phase = _Phase(config, client, progress)
+        phase = _Phase(config, client, progress, sequence.groups)
         warm_schedule = warmup_schedule(config.point, schedule.kind == "scheduled")
         warm, stopped = await _unless_stopped(
             phase, phase.prepare("warmup", sequence.warmup, warm_schedule), stop
@@ -354,5 +366,6 @@ def _conditions(
         connection=config.connection,
         metrics_source=config.metrics.kind if config.metrics else None,
         time_scale=time_scale,
+        trace=config.trace,
         versions=versions(loop),
     )

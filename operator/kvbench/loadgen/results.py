@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 from kvbench import __version__
 from kvbench.api import Point
 from kvbench.api.base import ApiModel
+from kvbench.api.workload import TraceInfo
 from kvbench.loadgen.columns import RequestColumns
 from kvbench.loadgen.config import RunConfig
 from kvbench.loadgen.counters import PodDelta
@@ -65,7 +66,7 @@ class Conditions(ApiModel):
     run_id: str
     model: str
     api: str
-    workload: str = Field(..., description="shared_prefix, random or interference")
+    workload: str = Field(..., description="shared_prefix, random, interference or trace")
     prompt_format: str
     point: Point
     concurrency: int
@@ -84,6 +85,9 @@ class Conditions(ApiModel):
     metrics_source: str | None = None
     time_scale: float | None = Field(
         None, description="Wall s per server s: reported by the simulator, else configured"
+    )
+    trace: TraceInfo | None = Field(
+        None, description="A trace replay: the trace read (its sha256 checked against the plan)"
     )
     versions: Versions
 

@@ -31,6 +31,8 @@ from kvbench.api import (
 from kvbench.kube.cluster import KubernetesCluster
 from kvbench.kube.manifests import ExperimentRef
 from kvbench.kube.store import ConfigMapStore
+from kvbench.kube.trace import configmap_trace
+from kvbench.loadgen.workload.mooncake import TraceError
 from kvbench.operator.metrics import ExperimentMetrics, OperatorMetrics
 from kvbench.operator.status import ResourceStatus
 from kvbench.runner import ExperimentRunner, StoreMismatch
@@ -131,8 +133,17 @@ class ExperimentController:
         except StoreMismatch as err:
             await self._fail(status, metrics, "ResultsMismatch", str(err))
             return
+        replay, trace = experiment.spec.workload.trace, None
+        if replay is not None:
+            try:
+                trace = await asyncio.to_thread(configmap_trace, self.core, namespace, replay)
+            except TraceError as err:
+                await self._fail(status, metrics, "InvalidTrace", str(err))
+                return
         cluster = KubernetesCluster(self.client, ref)
-        runner = ExperimentRunner(experiment, cluster, store, observer=FanOut([status, metrics]))
+        runner = ExperimentRunner(
+            experiment, cluster, store, observer=FanOut([status, metrics]), trace=trace
+        )
         task = asyncio.create_task(runner.run(on_cancel="detach"))
         stop = asyncio.create_task(stopped())
         self._running[uid] = status

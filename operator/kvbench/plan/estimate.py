@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from kvbench.api import ExperimentSpec, Point
 from kvbench.api.units import parse_duration
+from kvbench.api.workload import TraceInfo
 
 __all__ = ["DurationModel", "estimate_local_seconds", "estimate_run_seconds"]
 
@@ -27,9 +28,12 @@ class DurationModel(BaseModel):
     )
 
 
-def _request_tokens(spec: ExperimentSpec) -> tuple[int, int]:
-    """(prompt, output) tokens of a typical request."""
+def _request_tokens(spec: ExperimentSpec, trace: TraceInfo | None) -> tuple[int, int]:
+    """(prompt, output) tokens of a typical request (a trace's: its rows' means)."""
     w = spec.workload
+    if w.trace is not None:
+        assert trace is not None
+        return trace.input_tokens, trace.output_tokens
     if w.shared_prefix is not None:
         return w.shared_prefix.prompt_tokens, w.shared_prefix.output_tokens
     if w.random is not None:
@@ -43,8 +47,14 @@ def _request_tokens(spec: ExperimentSpec) -> tuple[int, int]:
     return w.interference.prompt_tokens, w.interference.stream_output_tokens
 
 
-def _load_seconds(spec: ExperimentSpec, point: Point, requests: int, model: DurationModel) -> float:
-    prompt, output = _request_tokens(spec)
+def _load_seconds(
+    spec: ExperimentSpec,
+    point: Point,
+    requests: int,
+    model: DurationModel,
+    trace: TraceInfo | None,
+) -> float:
+    prompt, output = _request_tokens(spec, trace)
     per_request = prompt / model.prefill_tokens_per_second + output * model.inter_token_seconds
     in_flight = min(point.concurrency, spec.total_workers * model.slots_per_worker)
     load = requests * per_request / in_flight
@@ -54,21 +64,32 @@ def _load_seconds(spec: ExperimentSpec, point: Point, requests: int, model: Dura
     if chats is not None:  # a thinking user holds a slot idle
         thinking = chats.conversations * (chats.turns - 1) * parse_duration(chats.think_time)
         load += thinking / point.concurrency
+    replay = spec.workload.trace
+    if replay is not None and replay.timing == "trace" and trace is not None:
+        load = max(load, trace.seconds / replay.speedup)
     return load
 
 
 def estimate_run_seconds(
-    spec: ExperimentSpec, point: Point, requests: int, model: DurationModel
+    spec: ExperimentSpec,
+    point: Point,
+    requests: int,
+    model: DurationModel,
+    trace: TraceInfo | None = None,
 ) -> float:
-    """Seconds one run takes on a GPU cluster, roughly."""
+    """Seconds one run takes on a GPU cluster, roughly (a trace workload's from its `trace`)."""
     startup = model.startup_seconds if spec.freshness == "restart" else 0.0
-    return startup + _load_seconds(spec, point, requests, model)
+    return startup + _load_seconds(spec, point, requests, model, trace)
 
 
 def estimate_local_seconds(
-    spec: ExperimentSpec, point: Point, requests: int, model: DurationModel
+    spec: ExperimentSpec,
+    point: Point,
+    requests: int,
+    model: DurationModel,
+    trace: TraceInfo | None = None,
 ) -> float:
     """Wall seconds one run takes with `kvbench run`: the load on the simulator's clock,
     compressed by the time scale, plus the processes starting."""
-    scale = spec.simulator.time_scale
-    return model.local_run_overhead_seconds + _load_seconds(spec, point, requests, model) * scale
+    load = _load_seconds(spec, point, requests, model, trace)
+    return model.local_run_overhead_seconds + load * spec.simulator.time_scale

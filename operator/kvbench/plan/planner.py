@@ -1,7 +1,8 @@
 """Spec -> ordered runs: variant x routing arm x workload point x trial.
 
-The request sequence of a run depends only on (seed, point, trial), never on the arm or the
-variant, so every arm and variant is measured on byte-identical traffic.
+The request sequence of a run depends only on (seed, point, trial) and a trace workload's
+trace, never on the arm or the variant, so every arm and variant is measured on byte-identical
+traffic. A trace workload is planned with its trace's `TraceInfo` (its rows are the requests).
 """
 
 import hashlib
@@ -10,6 +11,7 @@ from itertools import product
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvbench.api import BenchmarkExperiment, ExperimentSpec, Point
+from kvbench.api.workload import TraceInfo
 from kvbench.plan.estimate import DurationModel, estimate_local_seconds, estimate_run_seconds
 
 __all__ = ["Plan", "PlannedRun", "plan_experiment", "points_of", "sequence_seed"]
@@ -54,7 +56,8 @@ class Plan(BaseModel):
 
 
 def points_of(spec: ExperimentSpec) -> list[Point]:
-    """The workload points in order: prefixes (outer) x request rate x concurrency (inner)."""
+    """The workload points in order: prefixes (outer) x request rate x concurrency (inner); a
+    trace's: one per concurrency."""
     rates: list[float | None] = list(spec.load.request_rates or [None])
     prefixes: list[int | None] = (
         list(spec.workload.shared_prefix.prefixes) if spec.workload.shared_prefix else [None]
@@ -71,9 +74,13 @@ def sequence_seed(seed: int, point: Point, trial: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def _requests(spec: ExperimentSpec, point: Point) -> tuple[int, int]:
-    """(warm-up, measured) requests of a point."""
+def _requests(spec: ExperimentSpec, point: Point, trace: TraceInfo | None) -> tuple[int, int]:
+    """(warm-up, measured) requests of a point (a trace's: its first rows, then the rest)."""
     workload, warmup = spec.workload, spec.load.warmup
+    if workload.trace is not None:
+        if trace is None:
+            raise ValueError("a trace workload is planned with its trace: read it first")
+        return warmup.requests, max(0, trace.rows - warmup.requests)
     if workload.shared_prefix is not None:
         assert point.prefixes is not None
         return (
@@ -89,16 +96,19 @@ def _requests(spec: ExperimentSpec, point: Point) -> tuple[int, int]:
 
 
 def plan_experiment(
-    experiment: BenchmarkExperiment, durations: DurationModel | None = None
+    experiment: BenchmarkExperiment,
+    durations: DurationModel | None = None,
+    trace: TraceInfo | None = None,
 ) -> Plan:
-    """Expand an experiment into its runs; the same spec always gives the same plan."""
+    """Expand an experiment into its runs; the same spec (and trace) always gives the same
+    plan."""
     spec = experiment.spec
     durations = durations or DurationModel()
     runs: list[PlannedRun] = []
     for variant, arm, point, trial in product(
         spec.variant_names(), spec.routing, points_of(spec), range(1, spec.load.trials + 1)
     ):
-        warmup, measured = _requests(spec, point)
+        warmup, measured = _requests(spec, point, trace)
         runs.append(
             PlannedRun(
                 index=len(runs),
@@ -111,9 +121,11 @@ def plan_experiment(
                 seed=sequence_seed(spec.load.seed, point, trial),
                 warmup_requests=warmup,
                 measured_requests=measured,
-                estimated_seconds=estimate_run_seconds(spec, point, warmup + measured, durations),
+                estimated_seconds=estimate_run_seconds(
+                    spec, point, warmup + measured, durations, trace
+                ),
                 estimated_local_seconds=estimate_local_seconds(
-                    spec, point, warmup + measured, durations
+                    spec, point, warmup + measured, durations, trace
                 ),
             )
         )

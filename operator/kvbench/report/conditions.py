@@ -12,7 +12,7 @@ import hashlib
 from collections import Counter
 
 from kvbench.api import EngineSpec, ExperimentSpec, PodResult, RunRecord, ServiceBalancing
-from kvbench.api.workload import Length
+from kvbench.api.workload import Length, TraceWorkload
 
 __all__ = [
     "BALANCING",
@@ -64,9 +64,34 @@ def _length(length: Length) -> str:
     return f"{length.distribution} mean {length.mean:,} ({length.min}-{length.max})"
 
 
-def workload_shape(spec: ExperimentSpec) -> str:
-    """The requests of one point, in one line."""
+def _trace_shape(replay: TraceWorkload, records: list[RunRecord]) -> str:
+    """A trace replay in one line: each trace the runs replayed (two differ when a file
+    changed between runs or experiments, and compare flags it), and how."""
+    traces = sorted(
+        {(t.source, t.rows, t.sha256[:12], t.input_tokens, t.output_tokens) for r in records
+         if (t := r.trace) is not None}
+    )  # fmt: skip
+    read = "; ".join(
+        f"{source}, {rows:,} rows (sha256 {sha}...), mean {n_in:,} in / {n_out:,} out tokens"
+        for source, rows, sha, n_in, n_out in traces
+    )
+    timing = (
+        f"timing trace at speedup {replay.speedup:g}"
+        if replay.timing == "trace"
+        else "timing closed (timestamps ignored)"
+    )
+    return (
+        f"trace replay ({replay.format}): {read or replay.source + ', not recorded'}; "
+        f"{replay.block_tokens} tokens per hash id, {timing}"
+        + (f", first {replay.max_rows:,} rows" if replay.max_rows is not None else "")
+    )
+
+
+def workload_shape(spec: ExperimentSpec, records: list[RunRecord]) -> str:
+    """The requests of one point, in one line (a trace's as the records read it)."""
     w = spec.workload
+    if w.trace is not None:
+        return _trace_shape(w.trace, records)
     if w.shared_prefix is not None:
         s = w.shared_prefix
         return (
@@ -254,7 +279,7 @@ def describe(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     lines += [
         _kv_line(records),
         _hardware(spec, records),
-        f"Workload: {workload_shape(spec)}",
+        f"Workload: {workload_shape(spec, records)}",
         f"Load: concurrency {', '.join(map(str, spec.load.concurrency))}; "
         f"{spec.load.trials} trials (median reported); seed {spec.load.seed}; "
         f"connection {spec.load.connection}",
@@ -281,7 +306,7 @@ def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]
         "engine flags": "; ".join(f"{v}: {engine_flags(e)}" for v, e in engines.items()),
         "KV cache sizes": ", ".join(f"{n:,}" for n in kv_sizes(records)) or "not reported",
         "workers": str(spec.total_workers),
-        "workload": workload_shape(spec),
+        "workload": workload_shape(spec, records),
         "objectives": spec.slo.label if spec.slo is not None else "none",
         "time scale": _clock(records, spec),
         "requests digest": requests_digest(records),

@@ -28,7 +28,9 @@ from kvbench.api import (
 )
 from kvbench.loadgen.errors import commonest_error
 from kvbench.loadgen.results import read_result
+from kvbench.loadgen.workload.mooncake import Trace
 from kvbench.plan import Plan, PlannedRun, plan_experiment
+from kvbench.plan.trace import trace_problems
 from kvbench.runner.aggregate import aggregate
 from kvbench.runner.cluster.base import ArmEndpoint, ChildNames, Cluster, WorkerInfo
 from kvbench.runner.cluster.kv_events import silent_publishers
@@ -96,7 +98,8 @@ class ExperimentRunner:
 
     `hold` is a fault-injection point for tests: called with every state the runner has
     written, and when it answers True the runner waits there forever (until it is killed or
-    cancelled), so a test can stop it at exactly that step.
+    cancelled), so a test can stop it at exactly that step. A trace workload's `trace` is
+    read by the caller, where it is (a file for `kvbench run`, a ConfigMap for the operator).
     """
 
     def __init__(
@@ -106,13 +109,15 @@ class ExperimentRunner:
         store: RunStore,
         observer: RunObserver | None = None,
         hold: Callable[[RunState], bool] | None = None,
+        trace: Trace | None = None,
     ) -> None:
         self.experiment = experiment
         self.spec = experiment.spec
         self.cluster = cluster
         self.store = store
         self.observer = observer
-        self.plan = plan_experiment(experiment)
+        self.trace = trace
+        self.plan = plan_experiment(experiment, trace=trace.info if trace else None)
         self.hold = hold
         self.started_at: datetime | None = None
         self._workers: list[WorkerInfo] = []
@@ -132,6 +137,8 @@ class ExperimentRunner:
         `detach` (the host is going away: children keep running for the next runner).
         """
         problems = self.cluster.problems(self.spec)
+        if self.trace is not None:
+            problems += trace_problems(self.spec, self.trace)
         if problems:
             raise SpecNotRunnable(problems)
         await asyncio.to_thread(self.store.open, self.experiment)
@@ -300,7 +307,12 @@ class ExperimentRunner:
         )
         await self._hold(state)
         config = build_run_config(
-            self.spec, run, self._endpoint, self._workers, self.cluster.uses_simulator(self.spec)
+            self.spec,
+            run,
+            self._endpoint,
+            self._workers,
+            self.cluster.uses_simulator(self.spec),
+            self.trace.info if self.trace else None,
         )
         state = await self._save(run, state.model_copy(update={"stage": RunStage.LOAD_RUNNING}))
         await self._hold(state)

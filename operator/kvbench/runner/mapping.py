@@ -9,6 +9,7 @@ from datetime import datetime
 
 from kvbench.api import ExperimentSpec, PodResult, RunRecord, RunSummary
 from kvbench.api.status import TurnResult
+from kvbench.api.workload import TraceInfo
 from kvbench.loadgen.config import (
     DirectMetrics,
     LoadTarget,
@@ -62,9 +63,11 @@ def build_run_config(
     endpoint: ArmEndpoint,
     workers: list[WorkerInfo],
     simulated: bool,
+    trace: TraceInfo | None = None,
 ) -> RunConfig:
     """The load generator's config for one run; the simulator's time scale only when the
-    workers are the simulator (a real vLLM runs on the wall clock)."""
+    workers are the simulator (a real vLLM runs on the wall clock); a trace workload's
+    `trace`, the one the experiment was planned with."""
     engine = spec.engines()[run.variant]
     return RunConfig(
         run_id=run.id,
@@ -80,6 +83,7 @@ def build_run_config(
         time_scale=spec.simulator.time_scale if simulated else 1.0,
         metrics=_metrics(spec, endpoint, workers),
         slo=spec.slo,
+        trace=trace,
     )
 
 
@@ -192,6 +196,7 @@ def run_record(
         ),
         kv_events=state.kv_events,
         placement=state.placement,
+        trace=result.conditions.trace,
     )
 
 

@@ -11,6 +11,7 @@ import yaml
 
 from kvbench.api import BenchmarkExperiment, RunRecord, parse_experiment
 from kvbench.loadgen.results import LoadgenResult, read_result
+from kvbench.loadgen.workload.mooncake import Trace
 from kvbench.runner import DirectoryStore, ExperimentRunner, RunObserver
 from kvbench.runner.cluster.base import ChildNames
 from kvbench.runner.cluster.local.cluster import LocalCluster
@@ -76,13 +77,17 @@ def article_002(
 
 
 def run_experiment(
-    experiment: BenchmarkExperiment, out: Path, observer: RunObserver | None = None
+    experiment: BenchmarkExperiment,
+    out: Path,
+    observer: RunObserver | None = None,
+    trace: Trace | None = None,
 ) -> Ran:
-    """Run every run of `experiment` into the results directory `out`; every run must be
-    recorded with figures (a failed one fails the caller with its reasons)."""
+    """Run every run of `experiment` (a trace workload's with its `trace`) into the results
+    directory `out`; every run must be recorded with figures (a failed one fails the caller
+    with its reasons)."""
     store = DirectoryStore(out)
     work = out / "work"
-    runner = ExperimentRunner(experiment, LocalCluster(work), store, observer=observer)
+    runner = ExperimentRunner(experiment, LocalCluster(work), store, observer=observer, trace=trace)
     result = asyncio.run(runner.run())
     assert not result.failed, "\n\n".join(f"{r.id}: {r.error}" for r in result.failed)
     assert len(result.records) == len(runner.plan.runs)

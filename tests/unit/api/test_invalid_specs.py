@@ -82,6 +82,10 @@ RANDOM = {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 8}}
 CHATS = {"conversations": 4, "turns": 2}
 
 
+TRACE = {"file": "traces/small-mooncake.jsonl"}
+TRACE_CM = {"configMap": {"name": "small-mooncake"}}
+
+
 def _random(input_tokens: dict[str, Any]) -> dict[str, Any]:
     return {"random": {"inputTokens": input_tokens, "outputTokens": {"mean": 8}}}
 
@@ -288,6 +292,83 @@ CASES: list[Case] = [
         "slo-not-a-duration",
         _value("spec.slo", {"tpot": "fast"}, {"tpot": "50ms"}),
         "spec.slo.tpot",
+    ),
+    Case(
+        "trace-without-source",
+        _value("spec.workload", {"trace": {}}, {"trace": TRACE}),
+        "spec.workload.trace",
+        ("set file (kvbench run) or configMap (a cluster), exactly one",),
+    ),
+    Case(
+        "trace-file-and-configmap",
+        _value("spec.workload", {"trace": {**TRACE, "configMap": {"name": "t"}}}, {"trace": TRACE}),
+        "spec.workload.trace",
+        ("exactly one",),
+    ),
+    Case(
+        "trace-configmap-name",
+        _value(
+            "spec.workload", {"trace": {"configMap": {"name": "My_Trace"}}}, {"trace": TRACE_CM}
+        ),
+        "spec.workload.trace.configMap.name",
+    ),
+    Case(
+        "trace-format",
+        _with(
+            _value("spec.workload", None, {"trace": TRACE}),
+            _value("spec.workload.trace.format", "sharegpt", "mooncake"),
+        ),
+        "spec.workload.trace.format",
+    ),
+    Case(
+        "trace-block-tokens-zero",
+        _with(
+            _value("spec.workload", None, {"trace": TRACE}),
+            _value("spec.workload.trace.blockTokens", 0, 16),
+        ),
+        "spec.workload.trace.blockTokens",
+    ),
+    Case(
+        "trace-timing",
+        _with(
+            _value("spec.workload", None, {"trace": TRACE}),
+            _value("spec.workload.trace.timing", "poisson", "closed"),
+        ),
+        "spec.workload.trace.timing",
+    ),
+    Case(
+        "trace-speedup-zero",
+        _with(
+            _value("spec.workload", None, {"trace": TRACE}),
+            _value("spec.workload.trace.speedup", 0, 2.5),
+        ),
+        "spec.workload.trace.speedup",
+    ),
+    Case(
+        "trace-max-rows-zero",
+        _with(
+            _value("spec.workload", None, {"trace": TRACE}),
+            _value("spec.workload.trace.maxRows", 0, 50),
+        ),
+        "spec.workload.trace.maxRows",
+    ),
+    Case(
+        "trace-with-request-rates",
+        _with(
+            _value("spec.workload", None, {"trace": TRACE}),
+            _value("spec.load.requestRates", [1.0], None),
+        ),
+        "spec.load.requestRates",
+        ("trace replay has its own timing",),
+    ),
+    Case(
+        "affinity-on-a-trace-is-fine-on-random-not",
+        _with(
+            _value("spec.routing", None, [{"name": "a", "prefixAffinity": {}}]),
+            _value("spec.workload", {"random": RANDOM}, {"trace": TRACE}),
+        ),
+        "spec.routing[a].prefixAffinity",
+        ("workload.sharedPrefix or workload.trace",),
     ),
     Case(
         "zipf-exponent-zero",

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from kvbench.api import API_VERSION, KIND, BenchmarkExperiment, SpecError, parse_experiment
 from kvbench.api.crd import crd_manifest
+from kvbench.api.workload import TraceInfo
 from kvbench.kube.manifests import (
     ExperimentRef,
     load_job,
@@ -36,6 +37,10 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
 UID = "0b7e3c9a-1f2d-4e5f-8a9b-0c1d2e3f4a5b"
 EXAMPLES_RUN = 400
+TRACE = TraceInfo(
+    source="trace", sha256="0" * 64, rows=1000, input_tokens=2000, output_tokens=50, seconds=60
+)
+"""What a trace workload's plan is made with (the trace itself is not read here)."""
 
 _DNS_1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -181,7 +186,8 @@ def _manifests(experiment: BenchmarkExperiment) -> list[dict[str, Any]]:
     its last attempt (the longest names)."""
     spec, name = experiment.spec, experiment.metadata.name
     ref = ExperimentRef(name=name, namespace="bench", uid=UID)
-    run = plan_experiment(experiment).runs[-1]
+    trace = TRACE if spec.workload.trace is not None else None
+    run = plan_experiment(experiment, trace=trace).runs[-1]
     names = ChildNames(experiment=name, index=run.index, attempt=spec.execution.retries + 1)
     manifests = []
     for variant, engine in spec.engines().items():
@@ -191,7 +197,7 @@ def _manifests(experiment: BenchmarkExperiment) -> list[dict[str, Any]]:
             urls = ["http://10.0.0.1:8000"]
             manifests += router_objects(ref, arm.router, names, urls)
     endpoint = UrlEndpoint(arm=run.arm, url=f"http://{ref.service}.bench.svc:8000")
-    config = build_run_config(spec, run, endpoint, [], spec.simulator.on_cluster)
+    config = build_run_config(spec, run, endpoint, [], spec.simulator.on_cluster, trace)
     results = result_configmap_names(names.prefix)
     manifests += load_objects(ref, names, config, results)
     manifests.append(load_job(ref, spec, names, results))

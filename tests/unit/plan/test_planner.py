@@ -7,8 +7,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from kvbench.api import load_experiment, parse_experiment
+from kvbench.api import BenchmarkExperiment, load_experiment, parse_experiment
+from kvbench.api.workload import TraceInfo
 from kvbench.cli import main
+from kvbench.loadgen.workload.trace_source import load_trace
 from kvbench.plan import plan_experiment, points_of, sequence_seed
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -16,6 +18,14 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml")) + sorted(
     (ROOT / "bench" / "real-vllm-experiments").glob("*.yaml")
 )
 KV_AWARE = ROOT / "examples" / "prefix-cache-kv-aware.yaml"
+TRACE_EXAMPLE = ROOT / "examples" / "trace-replay.yaml"
+
+
+def _trace_of(experiment: BenchmarkExperiment) -> TraceInfo | None:
+    replay = experiment.spec.workload.trace
+    if replay is None or replay.file is None:
+        return None
+    return load_trace(replay, Path(replay.file)).info
 
 
 def test_article_002_grid_has_36_runs_in_order() -> None:
@@ -90,8 +100,45 @@ def test_estimate_grows_with_requests() -> None:
 def test_every_example_plans(example: Path) -> None:
     result = CliRunner().invoke(main, ["plan", str(example)])
     assert result.exit_code == 0, result.output
-    plan = plan_experiment(load_experiment(example))
+    experiment = load_experiment(example)
+    plan = plan_experiment(experiment, trace=_trace_of(experiment))
     assert f"{len(plan.runs)} runs" in result.output
+
+
+def test_a_trace_is_planned_per_concurrency_with_its_rows() -> None:
+    document = yaml.safe_load(TRACE_EXAMPLE.read_text())
+    document["spec"]["workload"]["trace"]["file"] = str(ROOT / "examples" / "traces" / "x")
+    document["spec"]["load"].update(concurrency=[8, 32], trials=2, warmup={"requests": 20})
+    experiment = parse_experiment(document)
+    info = TraceInfo(
+        source="x", sha256="0" * 64, rows=200, input_tokens=2000, output_tokens=50, seconds=50
+    )
+    plan = plan_experiment(experiment, trace=info)
+    assert [r.id for r in plan.runs[:4]] == [
+        "default.service.c8.t1", "default.service.c8.t2",
+        "default.service.c32.t1", "default.service.c32.t2",
+    ]  # fmt: skip
+    assert {(r.warmup_requests, r.measured_requests) for r in plan.runs} == {(20, 180)}
+    replayed = [r.estimated_seconds for r in plan.runs if r.point.concurrency == 32]
+    assert min(replayed) >= 60 + 50  # a start, then at least the trace's 50 s at speedup 1
+    document["spec"]["workload"]["trace"]["speedup"] = 10.0
+    faster = plan_experiment(parse_experiment(document), trace=info)
+    assert max(r.estimated_seconds for r in faster.runs) < min(replayed)
+    with pytest.raises(ValueError, match="planned with its trace"):
+        plan_experiment(experiment)
+
+
+def test_plan_reads_a_trace_given_beside_the_spec(tmp_path: Path) -> None:
+    document = yaml.safe_load(TRACE_EXAMPLE.read_text())
+    document["spec"]["workload"]["trace"] = {"configMap": {"name": "small-mooncake"}}
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(yaml.safe_dump(document))
+    refused = CliRunner().invoke(main, ["plan", str(spec)])
+    assert refused.exit_code == 1 and "trace.configMap" in refused.output
+    trace = ROOT / "examples" / "traces" / "small-mooncake.jsonl"
+    planned = CliRunner().invoke(main, ["plan", str(spec), "--trace", str(trace), "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert '"measured_requests": 200' in planned.output
 
 
 def test_plan_command_reports_invalid_files(tmp_path: Path) -> None:

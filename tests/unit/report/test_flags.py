@@ -8,6 +8,7 @@ from report_builders import example, record, store_of
 from rich.console import Console
 
 from kvbench.api import Point
+from kvbench.api.workload import TraceInfo
 from kvbench.report import compare_table, compare_warnings, render_report, side_of
 
 P7 = Point(prefixes=7, concurrency=8)
@@ -157,3 +158,33 @@ def test_goodput_in_the_report_and_in_compare(tmp_path: Path) -> None:
     compared = _text(compare_table(judged_side, plain))
     assert "goodput A" in compared and "3.00 (75.0 %)" in compared
     assert any(w.startswith("objectives differ") for w in compare_warnings(judged_side, plain))
+
+
+def _replayed(tmp: Path, experiment, sha: str, rows: int = 200):
+    trace = TraceInfo(
+        source="small-mooncake.jsonl", sha256=sha * 64, rows=rows, input_tokens=1864,
+        output_tokens=56, seconds=49.6,
+    )  # fmt: skip
+    point = Point(concurrency=32)
+    records = [
+        record(t - 1, point, t, request_hit_rate=0.5).model_copy(update={"trace": trace})
+        for t in (1, 2, 3)
+    ]
+    return side_of(tmp.name, store_of(tmp, experiment, records), None)
+
+
+def test_compare_flags_another_trace_under_the_same_file_name(tmp_path: Path) -> None:
+    """Two replays of files with one name: only the records' sha256 tells them apart."""
+    replay = example("trace-replay.yaml")
+    a, b = _replayed(tmp_path / "a", replay, "a"), _replayed(tmp_path / "b", replay, "b")
+    assert compare_warnings(a, _replayed(tmp_path / "c", replay, "a")) == []
+    [differ] = [w for w in compare_warnings(a, b) if w.startswith("workload differ")]
+    assert "small-mooncake.jsonl, 200 rows (sha256 aaaaaaaaaaaa...)" in differ
+    assert "(sha256 bbbbbbbbbbbb...)" in differ and "timing trace at speedup 1" in differ
+    closed = example("trace-replay.yaml", workload={"trace": {"file": "t", "timing": "closed"}})
+    [differ] = [
+        w
+        for w in compare_warnings(a, _replayed(tmp_path / "d", closed, "a"))
+        if w.startswith("workload differ")
+    ]
+    assert "timing closed (timestamps ignored)" in differ

@@ -10,10 +10,12 @@ import yaml
 from fake_cluster import FakeCluster
 
 from kvbench.api import REPRODUCES, parse_experiment
+from kvbench.loadgen.workload.trace_source import load_trace
 from kvbench.runner import DirectoryStore, ExperimentRunner, RunStage, StoreMismatch
 from kvbench.runner.failures import SpecNotRunnable
 
 ROOT = Path(__file__).resolve().parents[3]
+TRACE = ROOT / "examples" / "traces" / "small-mooncake.jsonl"
 
 
 def _experiment(**spec_changes):
@@ -151,6 +153,41 @@ def test_a_spec_the_back_end_cannot_run_fails_before_anything(tmp_path: Path) ->
         _run(_experiment(), cluster, DirectoryStore(tmp_path))
     assert cluster.calls == []
     assert not (tmp_path / "experiment.yaml").exists()
+
+
+def _replay(max_model_len: int = 4096, warmups: int = 0):
+    document = yaml.safe_load((ROOT / "examples" / "trace-replay.yaml").read_text())
+    document["spec"]["engine"]["maxModelLen"] = max_model_len
+    document["spec"]["workload"]["trace"]["file"] = str(TRACE)
+    document["spec"]["load"]["warmup"] = {"requests": warmups}
+    experiment = parse_experiment(document)
+    assert experiment.spec.workload.trace is not None
+    return experiment, load_trace(experiment.spec.workload.trace, TRACE)
+
+
+def test_a_trace_the_spec_cannot_replay_fails_before_anything(tmp_path: Path) -> None:
+    experiment, trace = _replay(max_model_len=2048, warmups=200)
+    cluster = FakeCluster()
+    with pytest.raises(SpecNotRunnable) as refused:
+        _run(experiment, cluster, DirectoryStore(tmp_path), trace=trace)
+    assert cluster.calls == []
+    text = str(refused.value)
+    assert "spec.load.warmup.requests: 200 warm-up rows leave none of the 200 rows" in text
+    first_long = next(
+        line
+        for row, line in zip(trace.rows, trace.lines, strict=True)
+        if row.input_length + row.output_length > 2048
+    )
+    assert f"small-mooncake.jsonl line {first_long} holds" in text
+    assert "above the engine.maxModelLen 2048 of variant 'default'" in text
+
+
+def test_a_trace_workload_is_planned_from_its_trace(tmp_path: Path) -> None:
+    experiment, trace = _replay(warmups=20)
+    runner = ExperimentRunner(experiment, FakeCluster(), DirectoryStore(tmp_path), trace=trace)
+    assert {(r.warmup_requests, r.measured_requests) for r in runner.plan.runs} == {(20, 180)}
+    with pytest.raises(ValueError, match="planned with its trace"):
+        ExperimentRunner(experiment, FakeCluster(), DirectoryStore(tmp_path))
 
 
 def test_aggregate_and_hit_rate_model(tmp_path: Path) -> None:

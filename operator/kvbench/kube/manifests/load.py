@@ -17,6 +17,7 @@ from kvbench.kube.manifests.common import (
     tmp_volume,
 )
 from kvbench.loadgen.config import RunConfig
+from kvbench.loadgen.workload.trace_source import TRACE_MOUNT
 from kvbench.runner.cluster.base import ChildNames
 
 
@@ -86,8 +87,15 @@ def load_job(
 ) -> Manifest:
     """The attempt's Job: `kvbench loadgen` on a GPU-less node (the client must not compete
     with the servers it measures, whatever placement the spec adds), its result written into
-    the result ConfigMaps the moment it ends, whoever watches."""
+    the result ConfigMaps the moment it ends, whoever watches. A trace workload's ConfigMap
+    is mounted where the load generator reads it (`TRACE_MOUNT`)."""
     generator = spec.load_generator
+    trace = spec.workload.trace
+    traces = (
+        [{"name": "trace", "configMap": {"name": trace.config_map.name}}]
+        if trace is not None and trace.config_map is not None
+        else []
+    )
     pod_placement = placement(generator)
     pod_placement["affinity"] = gpu_free_affinity(generator.affinity)
     extra = {LABEL_RUN: str(names.index), LABEL_ATTEMPT: str(names.attempt)}
@@ -126,6 +134,10 @@ def load_job(
                             "volumeMounts": [
                                 {"name": "config", "mountPath": "/config", "readOnly": True},
                                 tmp_mount(),
+                                *(
+                                    {"name": v["name"], "mountPath": TRACE_MOUNT, "readOnly": True}
+                                    for v in traces
+                                ),
                             ],
                         }
                     ],
@@ -135,6 +147,7 @@ def load_job(
                             "name": "config",
                             "configMap": {"name": kube_name(names.prefix, "config")},
                         },
+                        *traces,
                     ],
                     **pod_placement,
                 },

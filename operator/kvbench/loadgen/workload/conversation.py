@@ -42,4 +42,4 @@ def conversation_sequence(
         for c in range(spec.conversations)
         for t in range(1, spec.turns + 1)
     ]
-    return Sequence(warmup=warmup, measured=measured)
+    return Sequence(warmup=warmup, measured=measured, groups=spec.conversations)

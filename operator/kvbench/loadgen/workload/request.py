@@ -54,10 +54,12 @@ class Request:
 
 @dataclass(frozen=True)
 class Sequence:
-    """Warm-up requests (never measured) then measured requests, in sending order."""
+    """Warm-up requests (never measured) then measured requests, in sending order; `groups`
+    counts the prefix groups their `group`s number (what prefix affinity places), if any."""
 
     warmup: list[Request]
     measured: list[Request]
+    groups: int | None = None
 
     @cached_property
     def digest(self) -> str:

@@ -67,4 +67,6 @@ def shared_prefix_sequence(
             )
         return out
 
-    return Sequence(warmup=build("warmup", warm_groups), measured=build("measured", order))
+    return Sequence(
+        warmup=build("warmup", warm_groups), measured=build("measured", order), groups=prefixes
+    )
