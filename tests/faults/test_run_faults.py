@@ -166,8 +166,10 @@ FAULTS = [
 
 
 def _spec(fault: Fault, name: str) -> dict:
+    """The campaign's small experiment cut to its first run: every fault lands in run 0."""
     document = small_experiment(name)
     spec = document["spec"]
+    spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     for key, value in fault.spec.items():
         spec[key] = _merged(spec.get(key, {}), value)
     return document
