@@ -33,6 +33,7 @@ from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import CPU_NODE_SHARE
 
 ROOT = Path(__file__).resolve().parents[2]
+GPU = {"nvidia.com/gpu.present": "true"}
 
 
 class Backend(ABC):
@@ -191,7 +192,10 @@ def small_experiment(**spec_changes) -> BenchmarkExperiment:
     """Two simulated workers, one prefix point: a run of a few seconds."""
     document = yaml.safe_load((ROOT / "examples" / "prefix-cache-service.yaml").read_text())
     spec = document["spec"]
-    spec["workers"] = [{"name": "gpu", "replicas": 2, "simulation": {"profile": "qwen3-0.6b-24gb"}}]
+    # On the GPU nodes, as a real pool would be: a simulated worker asks for no GPU, and one
+    # scheduled on the CPU node would take the CPU the load generator needs there.
+    spec["workers"] = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU,
+                        "simulation": {"profile": "qwen3-0.6b-24gb"}}]  # fmt: skip
     spec["routing"] = [{"name": "service", "service": {}}]
     spec["workload"]["sharedPrefix"]["prefixes"] = [2]
     spec["load"].update(concurrency=[4], trials=1)
