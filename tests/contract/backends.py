@@ -31,6 +31,7 @@ from kvbench.runner.cluster import ChildNames, Cluster, WorkerInfo
 from kvbench.runner.cluster.local.cluster import LocalCluster
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import CPU_NODE_SHARE
+from kvbench.testing.node.processes import kill_pod_containers
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = {"nvidia.com/gpu.present": "true"}
@@ -129,8 +130,10 @@ class KubeBackend(Backend):
         )
 
     async def kill_load(self, names: ChildNames) -> None:
-        """Delete the Job's running pod once it has claimed the attempt (it is sending): the
-        Job makes a new one, which must refuse to measure again on loaded workers."""
+        """SIGKILL the Job's running container once it has claimed the attempt (it is
+        sending), as an OOM kill would: it writes nothing (a deleted pod would get SIGTERM
+        and write a partial result); the Job's next pod must refuse to measure again on loaded
+        workers."""
 
         def kill() -> None:
             deadline = time.monotonic() + 60
@@ -143,10 +146,9 @@ class KubeBackend(Backend):
                     result_configmap_names(names.prefix)[0], self.namespace
                 )
                 if running and CLAIM in (first.metadata.annotations or {}):
-                    self.core.delete_namespaced_pod(
-                        running[0].metadata.name, self.namespace, grace_period_seconds=0
-                    )
-                    return
+                    pod = running[0].metadata
+                    if kill_pod_containers(pod.uid, pod.name):
+                        return
                 assert time.monotonic() < deadline, "the load generator's pod never ran"
                 time.sleep(0.1)
 

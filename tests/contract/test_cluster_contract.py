@@ -113,7 +113,9 @@ def test_a_worker_that_dies_in_the_window_is_reported(backend: Backend) -> None:
 
 
 def test_a_load_generator_that_dies_fails_the_load(backend: Backend) -> None:
-    experiment = small_experiment()
+    # At time scale 1 the window lasts seconds: the kill lands while it sends, not after it
+    # wrote its result (at the default 0.05 a quick node finished first).
+    experiment = small_experiment(simulator={"timeScale": 1.0})
 
     async def scenario() -> None:
         cluster = backend.cluster()

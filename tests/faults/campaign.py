@@ -1,12 +1,9 @@
 """The fault driver: watches an experiment's status and does harm at the moment it names
 (kills the operator pod, deletes or kills a pod of the run), keeping a log of what it did."""
 
-import os
 import random
-import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -15,6 +12,7 @@ from kvbench.api import GROUP, PLURAL, VERSION
 from kvbench.kube.manifests import LABEL_COMPONENT, LABEL_EXPERIMENT
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import restart_operator
+from kvbench.testing.node.processes import kill_pod_containers
 
 __all__ = ["STEPS", "Driver", "Step"]
 
@@ -128,25 +126,8 @@ class Driver:
         return str(pod.metadata.uid)
 
     def kill_container(self, pod: Any) -> str:
-        """SIGKILL the pod's container process, found on this machine by its environment (a
-        node's containers are processes here, in their own namespaces): the container fails
-        with exit 137 as after an OOM kill."""
+        """SIGKILL the pod's container processes: the container fails with exit 137 as after
+        an OOM kill."""
         uid = str(pod.metadata.uid)
-        for pid in pids_with_env("POD_UID", uid) or pids_with_env("POD_NAME", pod.metadata.name):
-            os.kill(pid, signal.SIGKILL)
+        kill_pod_containers(uid, pod.metadata.name)
         return uid
-
-
-def pids_with_env(name: str, value: str) -> list[int]:
-    wanted = f"{name}={value}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if wanted in env:
-            found.append(int(entry.name))
-    return found

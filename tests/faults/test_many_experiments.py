@@ -13,13 +13,13 @@ from pathlib import Path
 import kubernetes
 import pytest
 import urllib3
-from campaign import pids_with_env
 from experiments import GPU, small_experiment
 from invariants import check_experiment
 
 from kvbench.api import GROUP, PLURAL, VERSION
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import apply, get
+from kvbench.testing.node.processes import pids_with_env
 
 pytestmark = pytest.mark.slow
 
