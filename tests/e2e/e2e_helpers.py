@@ -3,8 +3,11 @@
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import yaml
 
+from kvbench.kube.store import ConfigMapStore
+from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import (
     CPU_NODE_SHARE,
     apply,
@@ -15,7 +18,7 @@ from kvbench.testing.experiments import (
 
 __all__ = [
     "CPU_NODE_SHARE", "GPU", "apply", "article_002_document", "experiment_document", "get",
-    "restart_operator", "wait_phase",
+    "restart_operator", "results_store", "wait_phase",
 ]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,3 +49,13 @@ def article_002_document(name: str, prefixes: list[int], trials: int) -> dict:
     spec["cleanup"] = {"keepJobs": True}
     spec["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     return document
+
+
+def results_store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
+    """The experiment's results as the operator stored them (its ConfigMaps), loaded."""
+    uid = get(cluster, namespace, name)["metadata"]["uid"]
+    store = ConfigMapStore(
+        kubernetes.client.CoreV1Api(cluster.api_client()), namespace, name, uid, {}
+    )
+    store.load()
+    return store

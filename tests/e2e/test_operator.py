@@ -21,27 +21,18 @@ from e2e_helpers import (
     experiment_document,
     get,
     restart_operator,
+    results_store,
     wait_phase,
 )
 
 from kvbench.api import GROUP, PLURAL, VERSION, parse_experiment
 from kvbench.kube.manifests import LABEL_UID
-from kvbench.kube.store import ConfigMapStore
 from kvbench.plan import plan_experiment
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.experiments import children
 from kvbench.testing.wait import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
-    uid = get(cluster, namespace, name)["metadata"]["uid"]
-    store = ConfigMapStore(
-        kubernetes.client.CoreV1Api(cluster.api_client()), namespace, name, uid, {}
-    )
-    store.load()
-    return store
 
 
 def _kvbench(cluster: TestCluster, *args: str) -> subprocess.CompletedProcess:
@@ -88,7 +79,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
     assert conditions["Progressing"]["status"] == "False"
     assert len(status["lastRun"]["pods"]) == 6
 
-    store = _store(cluster, namespace, name)
+    store = results_store(cluster, namespace, name)
     records = store.records()
     for record in records:
         summary = record.summary
@@ -165,7 +156,7 @@ def test_service_routers_and_affinity_on_one_seed(
     assert body["status"]["phase"] == "Succeeded", body["status"]
     conditions = {c["type"]: c for c in body["status"]["conditions"]}
     assert conditions["SpecChanged"]["status"] == "True", "a 1.20 server lets the change in"
-    records = {r.arm: r for r in _store(cluster, namespace, name).records()}
+    records = {r.arm: r for r in results_store(cluster, namespace, name).records()}
     planned = plan_experiment(parse_experiment(document)).runs
     assert [r.seed for r in records.values()] == [p.seed for p in planned], "the started spec"
     assert len({r.digest for r in records.values()}) == 1, "one request sequence for every arm"
@@ -215,7 +206,7 @@ def test_a_worker_never_ready_fails_the_run_naming_the_pod_and_cleans_up(
     apply(cluster, namespace, document)
     body = wait_phase(cluster, namespace, name, {"Failed", "Succeeded"}, 300)
     assert body["status"]["phase"] == "Failed"
-    record = _store(cluster, namespace, name).records()[0]
+    record = results_store(cluster, namespace, name).records()[0]
     assert record.error_reason == "WorkersNotReady"
     assert f"{name}-gpu-0" in record.error and "10 s" in record.error
     uid = body["metadata"]["uid"]
@@ -245,5 +236,5 @@ def test_two_side_by_side_and_deleting_one_leaves_nothing_of_it(
     wait_for(lambda: children(cluster, namespace, uid) == [], 180, f"{deleted}'s children gone")
     body = wait_phase(cluster, namespace, kept, {"Succeeded", "Failed"}, 600)
     assert body["status"]["phase"] == "Succeeded", body["status"]
-    record = _store(cluster, namespace, kept).records()[0]
+    record = results_store(cluster, namespace, kept).records()[0]
     assert all(p.pod.startswith(f"{kept}-") for p in record.pods), "only its own pods"

@@ -3,11 +3,16 @@ popularity judged against objectives (goodput), and multi-turn conversations wit
 affinity. The operator, the load generator Job and the workers run the images built from
 this checkout; each workload's requests are the same in every arm."""
 
-import kubernetes
 import pytest
-from e2e_helpers import CPU_NODE_SHARE, GPU, apply, experiment_document, get, wait_phase
+from e2e_helpers import (
+    CPU_NODE_SHARE,
+    GPU,
+    apply,
+    experiment_document,
+    results_store,
+    wait_phase,
+)
 
-from kvbench.kube.store import ConfigMapStore
 from kvbench.loadgen.results import read_result
 from kvbench.testing.cluster import TestCluster
 
@@ -15,15 +20,6 @@ pytestmark = pytest.mark.slow
 BLOCK = 16
 WORKERS = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU,
             "simulation": {"profile": "qwen3-0.6b-24gb"}}]  # fmt: skip
-
-
-def _store(cluster: TestCluster, namespace: str, name: str) -> ConfigMapStore:
-    uid = get(cluster, namespace, name)["metadata"]["uid"]
-    store = ConfigMapStore(
-        kubernetes.client.CoreV1Api(cluster.api_client()), namespace, name, uid, {}
-    )
-    store.load()
-    return store
 
 
 def _on_the_cluster(document: dict) -> dict:
@@ -58,7 +54,7 @@ def test_zipf_popularity_and_goodput_and_conversations_on_real_nodes(
         body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
         assert body["status"]["phase"] == "Succeeded", body["status"]
 
-    store = _store(cluster, namespace, "zipf")
+    store = results_store(cluster, namespace, "zipf")
     records = {r.arm: r for r in store.records()}
     assert len({r.digest for r in records.values()}) == 1
     for record in records.values():
@@ -74,7 +70,7 @@ def test_zipf_popularity_and_goodput_and_conversations_on_real_nodes(
     [point] = [p for p in store.aggregate() if p.arm == "service"]
     assert point.popularity == "zipf s=1.2" and point.predicted_hit_rate is not None
 
-    store = _store(cluster, namespace, "chats")
+    store = results_store(cluster, namespace, "chats")
     records = {r.arm: r for r in store.records()}
     assert len({r.digest for r in records.values()}) == 1
     session = records["session"]
