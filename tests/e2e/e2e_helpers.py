@@ -17,7 +17,7 @@ from kvbench.testing.experiments import (
 )
 
 __all__ = [
-    "CPU_NODE_SHARE", "GPU", "apply", "article_002_document", "experiment_document", "get",
+    "CPU_NODE_SHARE", "GPU", "ROOT", "apply", "article_002_document", "experiment_document", "get",
     "restart_operator", "results_store", "wait_phase",
 ]  # fmt: skip
 

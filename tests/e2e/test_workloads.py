@@ -1,22 +1,27 @@
 """The workloads production sees, end to end on the test cluster's real nodes: skewed prefix
-popularity judged against objectives (goodput), and multi-turn conversations with session
-affinity. The operator, the load generator Job and the workers run the images built from
-this checkout; each workload's requests are the same in every arm."""
+popularity judged against objectives (goodput), multi-turn conversations with session
+affinity, and a Mooncake trace replayed from a ConfigMap. The operator, the load generator
+Job and the workers run the images built from this checkout; each workload's requests are the
+same in every arm."""
 
+import kubernetes
 import pytest
 from e2e_helpers import (
     CPU_NODE_SHARE,
     GPU,
+    ROOT,
     apply,
     experiment_document,
     results_store,
     wait_phase,
 )
 
+from kvbench.kube.trace import trace_configmap
 from kvbench.loadgen.results import read_result
 from kvbench.testing.cluster import TestCluster
 
 pytestmark = pytest.mark.slow
+TRACE = ROOT / "examples" / "traces" / "small-mooncake.jsonl"
 BLOCK = 16
 WORKERS = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU,
             "simulation": {"profile": "qwen3-0.6b-24gb"}}]  # fmt: skip
@@ -48,9 +53,17 @@ def test_zipf_popularity_and_goodput_and_conversations_on_real_nodes(
                                 {"name": "session", "sessionAffinity": {}}]  # fmt: skip
     chats["spec"]["workload"]["conversation"].update(conversations=6, turns=3, thinkTime="0s")
     chats["spec"]["load"]["concurrency"] = [2]
+    replay = _on_the_cluster(experiment_document("trace-replay.yaml", "replay"))
+    replay["spec"]["workload"]["trace"] = {"configMap": {"name": "trace"}, "maxRows": 60,
+                                           "timing": "closed"}  # fmt: skip
+    replay["spec"]["load"]["concurrency"] = [4]
+    kubernetes.client.CoreV1Api(cluster.api_client()).create_namespaced_config_map(
+        namespace, trace_configmap(TRACE.read_bytes(), "trace")
+    )
     apply(cluster, namespace, zipf)
     apply(cluster, namespace, chats)
-    for name in ("zipf", "chats"):
+    apply(cluster, namespace, replay)
+    for name in ("zipf", "chats", "replay"):
         body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
         assert body["status"]["phase"] == "Succeeded", body["status"]
 
@@ -85,3 +98,9 @@ def test_zipf_popularity_and_goodput_and_conversations_on_real_nodes(
             computed = (before.prompt_tokens or 0) + (before.output_tokens or 0) - 1
             assert row.cached_tokens == computed // BLOCK * BLOCK, (conversation, turn)
     assert [t.turn for t in session.summary.turns] == [1, 2, 3]
+
+    store = results_store(cluster, namespace, "replay")
+    records = {r.arm: r for r in store.records()}
+    assert len({r.digest for r in records.values()}) == 1
+    assert all(r.summary.requests == 60 and r.summary.errors == 0 for r in records.values())
+    assert records["affinity"].summary.token_hit_rate >= records["service"].summary.token_hit_rate
