@@ -44,7 +44,7 @@ def test_zipf_popularity_and_goodput_and_conversations_on_real_nodes(
     zipf["spec"]["routing"] = [{"name": "service", "service": {}},
                                {"name": "affinity", "prefixAffinity": {}}]  # fmt: skip
     zipf["spec"]["workload"]["sharedPrefix"].update(
-        prefixes=[8], minRequests=80, popularity={"zipf": {"s": 1.2}}
+        prefixes=[8], requestsPerPrefix=10, minRequests=80, popularity={"zipf": {"s": 1.2}}
     )
     zipf["spec"]["load"]["concurrency"] = [4]
     zipf["spec"]["slo"] = {"ttft": "2s", "tpot": "100ms"}
