@@ -105,6 +105,12 @@ class Simulator(SpecModel):
     """The vLLM simulator (`kvbench sim`): always used by local runs; used on a cluster only
     when `onCluster` is true (a dry run on nodes without GPUs)."""
 
+    mode: Literal["http", "virtual"] = Field(
+        "http",
+        description="http: each worker a `kvbench sim` server on a scaled wall clock; virtual: "
+        "workers, arm and clients in one discrete-event simulation (`kvbench run`, never on a "
+        "cluster), the same answer on any machine in a fraction of the time",
+    )
     on_cluster: bool = False
     image: ImageRef | None = Field(None, description="Default: the operator's image")
     profile: LiteralArg | None = Field(

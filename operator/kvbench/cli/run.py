@@ -18,6 +18,7 @@ from kvbench.runner.cluster.local.cluster import LocalCluster
 from kvbench.runner.cluster.local.launcher import WorkerLauncher
 from kvbench.runner.cluster.local.sim_workers import SimLauncher
 from kvbench.runner.cluster.local.vllm_workers import VllmLauncher, VllmOptions
+from kvbench.runner.cluster.virtual.cluster import VirtualCluster
 from kvbench.runner.failures import SpecNotRunnable
 
 __all__ = ["HOLD_ENV", "run"]
@@ -124,6 +125,13 @@ def _launcher(
     "(repeatable; never a flag the experiment sets).",
 )
 @click.option(
+    "--virtual",
+    is_flag=True,
+    help="Virtual time (as spec.simulator.mode: virtual): simulated workers, the arm and the "
+    "clients in one discrete-event simulation, no processes or sockets; the same records on "
+    "any machine.",
+)
+@click.option(
     "--max-error-rate",
     type=click.FloatRange(0, 1),
     default=DEFAULT_MAX_ERROR_RATE,
@@ -140,6 +148,7 @@ def run(
     gpus: str | None,
     model_dir: Path | None,
     vllm_args: tuple[str, ...],
+    virtual: bool,
     max_error_rate: float,
 ) -> None:
     """Run the experiment FILE locally: `kvbench sim` workers on loopback (or real vLLM ones
@@ -155,6 +164,9 @@ def run(
     experiment = read_experiment(file)
     trace = read_trace(experiment)
     out = out or Path("results") / experiment.metadata.name
+    virtual = virtual or experiment.spec.simulator.mode == "virtual"
+    if virtual and engine != "sim":
+        raise click.UsageError(f"--engine {engine}: virtual time simulates its workers")
     console = make_console()
     store = DirectoryStore(out)
     progress = RunProgress(console, store)
@@ -169,7 +181,9 @@ def run(
 
     runner = ExperimentRunner(
         experiment,
-        LocalCluster(out / "work", launcher=launcher),
+        VirtualCluster(out / "work")
+        if virtual
+        else LocalCluster(out / "work", launcher=launcher),
         store,
         progress,
         hold if hold_at else None,

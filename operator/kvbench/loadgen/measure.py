@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from kvbench.api.units import parse_duration
 from kvbench.loadgen.arrivals import Schedule, drive, measured_schedule, warmup_schedule
@@ -38,7 +38,14 @@ from kvbench.loadgen.summary import percentile, summarize_records, warnings
 from kvbench.loadgen.workload import Request, Sequence, build_sequence
 from kvbench.loadgen.workload.mooncake import Trace
 
-__all__ = ["ProgressCallback", "event_loop_name", "make_counter_source", "run_load", "run_sync"]
+__all__ = [
+    "ProgressCallback",
+    "conditions_of",
+    "event_loop_name",
+    "make_counter_source",
+    "run_load",
+    "run_sync",
+]
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called as (phase, done, total) after every finished request."""
@@ -262,7 +269,7 @@ async def run_load(
         records, report.pods, window_end - window_start, time_scale, scaled_by, config.slo
     )
     return LoadgenResult(
-        conditions=_conditions(
+        conditions=conditions_of(
             config, sequence, schedule, time_scale, event_loop_name(), phase.router.owners
         ),
         window=Window(
@@ -334,16 +341,19 @@ def _time_scale(records: list[RequestRecord], config: RunConfig) -> float | None
     return config.time_scale if any(r.sim for r in records) else None
 
 
-def _conditions(
+def conditions_of(
     config: RunConfig,
     sequence: Sequence,
     schedule: Schedule,
     time_scale: float | None,
     loop: str,
     owners: dict[int, str],
+    clock: Literal["wall", "virtual"] = "wall",
 ) -> Conditions:
+    """What the run sent and how, for its document (the HTTP and the virtual path alike)."""
     target = config.target
     return Conditions(
+        clock=clock,
         run_id=config.run_id,
         model=config.model,
         api=config.api,

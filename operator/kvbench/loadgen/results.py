@@ -86,6 +86,11 @@ class Conditions(ApiModel):
     time_scale: float | None = Field(
         None, description="Wall s per server s: reported by the simulator, else configured"
     )
+    clock: Literal["wall", "virtual"] = Field(
+        "wall",
+        description="virtual: a discrete-event simulation (`kvbench run --virtual`) ran the "
+        "workers and the client on one simulated clock; every time is simulated, none measured",
+    )
     trace: TraceInfo | None = Field(
         None, description="A trace replay: the trace read (its sha256 checked against the plan)"
     )

@@ -68,11 +68,15 @@ class SimEngine:
 
 
 def build_engine(
-    config: SimConfig, on_kv_events: Callable[[list[KVEvent]], None] | None = None
+    config: SimConfig,
+    on_kv_events: Callable[[list[KVEvent]], None] | None = None,
+    profile: TimingProfile | None = None,
 ) -> SimEngine:
-    """Resolve defaults, compute capacity (may raise like vLLM) and assemble the engine."""
+    """Resolve defaults, compute capacity (may raise like vLLM) and assemble the engine;
+    `profile` replaces the named one (a profile fitted to measurements, not in the table)."""
     geometry = resolve_geometry(config.model)
-    profile = resolve_profile(config.profile or default_profile_name(geometry))
+    if profile is None:
+        profile = resolve_profile(config.profile or default_profile_name(geometry))
     gpu_bytes = config.gpu_memory_bytes or profile.gpu_memory_bytes
     max_model_len = config.max_model_len or geometry.max_position_embeddings
     if max_model_len > geometry.max_position_embeddings:

@@ -40,6 +40,11 @@ def kube_problems(spec: ExperimentSpec) -> list[str]:
                 f"spec.routing[{i}] ({arm.name}).router.implementation: only vllm-router is "
                 "deployed by kvbench"
             )
+    if spec.simulator.mode == "virtual":
+        problems.append(
+            "spec.simulator.mode: virtual runs workers and load in one process with no pods "
+            "(kvbench run); the operator deploys pods: use http (the default)"
+        )
     return problems
 
 

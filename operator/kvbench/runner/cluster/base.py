@@ -5,6 +5,7 @@ retries, resuming) is written once; a back end knows how to start things, where 
 what it left behind (a resumed runner asks it, it never remembers for it).
 """
 
+import hashlib
 from abc import ABC, abstractmethod
 from datetime import datetime
 from typing import Annotated, Literal
@@ -117,6 +118,12 @@ class ChildNames(BaseModel):
     def arm(self) -> str:
         """What the arm starts in front of the workers (a router)."""
         return f"{self.prefix}-arm"
+
+    def worker_seed(self, seed: int, worker: str) -> int:
+        """Each start of each worker gets its own seed (capacity jitter differs per start),
+        from the spec's seed and the run, never from the experiment's name."""
+        text = f"{seed}/r{self.index}-a{self.attempt}/{worker}".encode()
+        return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
 
 class LoadState(BaseModel):

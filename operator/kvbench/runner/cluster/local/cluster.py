@@ -8,7 +8,6 @@ Dynamo deployments are the exception: they live and die with the runner.
 """
 
 import asyncio
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,7 +114,7 @@ class LocalCluster(Cluster):
         log_dir = self.work_dir / "logs" / f"{names.prefix}-{variant}"
         pods = [(pool, f"{pool.name}-{i}") for pool in spec.workers for i in range(pool.replicas)]
         slots = [
-            WorkerSlot(pool, name, ordinal, self._seed(spec.load.seed, names, name))
+            WorkerSlot(pool, name, ordinal, names.worker_seed(spec.load.seed, name))
             for ordinal, (pool, name) in enumerate(pods)
         ]
         alone = 1 if self.launcher.warm_first and not self._warmed else 0
@@ -171,13 +170,6 @@ class LocalCluster(Cluster):
         except (RuntimeError, TimeoutError) as err:
             raise WorkersNotReady({"dynamo": str(err)}) from err
         return self._dynamo_workers
-
-    @staticmethod
-    def _seed(seed: int, names: ChildNames, worker: str) -> int:
-        """Each start of each worker gets its own seed (capacity jitter differs per start),
-        from the spec's seed and the run, never from the experiment's name."""
-        text = f"{seed}/r{names.index}-a{names.attempt}/{worker}".encode()
-        return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
     async def reset_caches(self, workers: list[WorkerInfo]) -> None:
         await reset_prefix_caches(workers)

@@ -1,0 +1,1 @@
+"""The virtual back end: workers and load in one discrete-event simulation."""

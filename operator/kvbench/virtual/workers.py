@@ -1,0 +1,97 @@
+"""A simulated worker without a server: `kvbench sim`'s engine, tokenizer and counters, fed the
+requests the HTTP server would have made from the same bodies.
+
+A virtual worker is built from the very command line the local back end gives a `kvbench sim`
+process (`parse_sim_args`, `build_engine`), so a variant, a pool's profile and a start's seed
+mean the same here; `admit` turns a load-generator request into the engine request the
+server's completions handlers would (the same tokenizing, chat template, output limit and
+salt), and `counters` reads the `/metrics` page the server would have served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kvbench.loadgen.counters import PodCounters, parse_metrics
+from kvbench.loadgen.workload import Request
+from kvbench.sim.args import parse_sim_args
+from kvbench.sim.factory import SimEngine, build_engine
+from kvbench.sim.metrics import render_metrics
+from kvbench.sim.request import SimRequest
+from kvbench.sim.timing import TimingProfile
+from kvbench.sim.tokenizer import Tokenizer, load_tokenizer
+
+__all__ = ["VirtualWorker"]
+
+_MASK64 = (1 << 64) - 1
+
+
+class VirtualWorker:
+    """One simulated server start: engine, tokenizer and metrics, on no clock of its own."""
+
+    def __init__(self, name: str, argv: list[str], profile: TimingProfile | None = None) -> None:
+        """`argv`: `kvbench sim serve`'s arguments (from `serve` on); `profile` replaces the
+        named timing profile (a fitted one, `kvbench predict`)."""
+        config, self.ignored_flags = parse_sim_args(argv)
+        self.name = name
+        self.engine: SimEngine = build_engine(config, profile=profile)
+        self.config = config
+        vocab = self.engine.geometry.vocab_size
+        self.tokenizer: Tokenizer = load_tokenizer(config.tokenizer, vocab)
+        self.model = self.engine.served_model_names[0]
+        _, self._render = render_metrics(
+            self.engine.core.stats,
+            self.engine.core.gauges,
+            model_name=self.model,
+            cache_info=self.engine.cache_config_info(),
+        )
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return self.engine.capacity.num_tokens
+
+    def counters(self) -> PodCounters:
+        """The counters a scrape of this worker's `/metrics` would read now."""
+        return parse_metrics(self.name, self._render().decode())
+
+    def admit(
+        self,
+        request: Request,
+        chat: list[tuple[str, str]] | None,
+        notify: Callable[[SimRequest], None] | None = None,
+    ) -> SimRequest:
+        """The engine request for `request`, as the server makes it from the load generator's
+        body: a completion's text or token ids, or a chat turn's messages (`chat`, rendered
+        with the chat template); the output limit clipped to the context; the greedy salt.
+        Raises ValueError where the server answers 400 (a prompt longer than the context)."""
+        limit = self.engine.max_model_len
+        if chat is not None:
+            text = self.tokenizer.render_chat(chat)
+            tokens = self.tokenizer.encode(text, add_special_tokens=False)
+        elif isinstance(request.prompt, str):
+            tokens = self.tokenizer.encode(request.prompt)
+        else:
+            tokens = list(request.prompt)
+        if len(tokens) + request.max_tokens > limit:
+            raise ValueError(
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{request.max_tokens} output tokens and your prompt contains {len(tokens)} "
+                "input tokens"
+            )
+        # the server's `_salt` for a greedy request without a seed: equal prompts, equal tokens
+        salt = hash((len(tokens), tuple(tokens[-64:]), 0)) & _MASK64
+        return SimRequest(
+            f"{self.name}-{request.phase}-{request.index}",
+            tokens,
+            request.max_tokens,
+            arrival_time=0.0,
+            salt=salt,
+            vocab_size=self.tokenizer.vocab_size,
+            answer_ids=self.tokenizer.answer_ids,
+            notify=notify,
+        )
+
+    def answer_text(self, request: SimRequest) -> str:
+        """The text a client reads from the stream: each token decoded on its own, joined."""
+        decode = self.tokenizer.decode_one
+        return "".join(decode(t) for t in request.output_token_ids())
