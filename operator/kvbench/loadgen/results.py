@@ -91,6 +91,9 @@ class Conditions(ApiModel):
         description="virtual: a discrete-event simulation (`kvbench run --virtual`) ran the "
         "workers and the client on one simulated clock; every time is simulated, none measured",
     )
+    client_send_seconds: float | None = Field(
+        None, description="virtual: the modelled client's seconds per request sent, one at a time"
+    )
     trace: TraceInfo | None = Field(
         None, description="A trace replay: the trace read (its sha256 checked against the plan)"
     )

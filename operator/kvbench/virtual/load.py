@@ -34,7 +34,16 @@ from kvbench.virtual.clients import Done, drive, drive_conversations
 from kvbench.virtual.timeline import Timeline
 from kvbench.virtual.workers import VirtualWorker
 
-__all__ = ["VIRTUAL_CLOCK", "run_virtual_load"]
+__all__ = ["SEND_SECONDS", "VIRTUAL_CLOCK", "run_virtual_load"]
+
+SEND_SECONDS = 0.001
+"""The modelled client's time per request sent: it sends one at a time, so requests due at
+the same instant (a closed loop's start, two answers in one step) go out this far apart, as
+the HTTP client's do. Not zero because a burst that reaches an idle engine at one instant
+shares one prefill step, one spread over even a fraction of a millisecond does not, and a
+run's TTFT tail follows that split. 1 ms is what `kvbench loadgen` took per request beside six
+`kvbench sim` servers on this project's 2-core machine at time scale 1 (the spacing of a
+burst's sends in its records); alone on a core it takes about 0.2 ms."""
 
 VIRTUAL_CLOCK = "virtual (discrete-event, no sockets, no wall clock)"
 """The event loop a virtual run's conditions name: nothing ran on one."""
@@ -72,6 +81,7 @@ class _Run:
         self.timeline = Timeline([w.engine.core for w in workers.values()], start)
         self.origin = start
         self.records: dict[tuple[str, int], RequestRecord] = {}
+        self._client_free = start
 
     def send(
         self,
@@ -80,7 +90,13 @@ class _Run:
         chat: list[tuple[str, str]] | None,
         done: Done,
     ) -> None:
+        """Hand the request to the client, which sends one request at a time: one due while
+        it is busy goes out when it is free (`SEND_SECONDS` after the previous send)."""
         now = self.timeline.now
+        if now < self._client_free:
+            self.timeline.at(self._client_free, lambda _t: self.send(request, due, chat, done))
+            return
+        self._client_free = now + SEND_SECONDS
         route = self.router.route(request)
         name = self.service.choice(self.names) if self.service is not None else route.endpoint
         worker = self.workers[name]
@@ -94,7 +110,8 @@ class _Run:
         def finished(r: SimRequest) -> None:
             record = self._record(request, route.endpoint, due, r, worker)
             self.records[(request.phase, request.index)] = record
-            answer = None if record.error_kind else worker.answer_text(r)
+            # the answer's text only where a later turn resends it (as the client keeps it)
+            answer = None if record.error_kind else (worker.answer_text(r) if chat else "")
             done(r.finish_time or now, answer)
 
         sim.notify = finished
@@ -235,10 +252,12 @@ def run_virtual_load(
         records, report.pods, window_end - window_start, 1.0, None, config.slo
     )
     health = ClientHealth()
+    conditions = conditions_of(
+        config, sequence, schedule, 1.0, VIRTUAL_CLOCK, run.router.owners, "virtual"
+    )
+    conditions.client_send_seconds = SEND_SECONDS
     return LoadgenResult(
-        conditions=conditions_of(
-            config, sequence, schedule, 1.0, VIRTUAL_CLOCK, run.router.owners, "virtual"
-        ),
+        conditions=conditions,
         window=Window(
             started_at=computed_at + timedelta(seconds=window_start),
             finished_at=computed_at + timedelta(seconds=window_end),

@@ -5,18 +5,17 @@ A virtual worker is built from the very command line the local back end gives a 
 process (`parse_sim_args`, `build_engine`), so a variant, a pool's profile and a start's seed
 mean the same here; `admit` turns a load-generator request into the engine request the
 server's completions handlers would (the same tokenizing, chat template, output limit and
-salt), and `counters` reads the `/metrics` page the server would have served.
+salt), and `counters` reads what the server's `/metrics` page would have said.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from kvbench.loadgen.counters import PodCounters, parse_metrics
+from kvbench.loadgen.counters import PodCounters
 from kvbench.loadgen.workload import Request
 from kvbench.sim.args import parse_sim_args
 from kvbench.sim.factory import SimEngine, build_engine
-from kvbench.sim.metrics import render_metrics
 from kvbench.sim.request import SimRequest
 from kvbench.sim.timing import TimingProfile
 from kvbench.sim.tokenizer import Tokenizer, load_tokenizer
@@ -39,20 +38,25 @@ class VirtualWorker:
         vocab = self.engine.geometry.vocab_size
         self.tokenizer: Tokenizer = load_tokenizer(config.tokenizer, vocab)
         self.model = self.engine.served_model_names[0]
-        _, self._render = render_metrics(
-            self.engine.core.stats,
-            self.engine.core.gauges,
-            model_name=self.model,
-            cache_info=self.engine.cache_config_info(),
-        )
 
     @property
     def kv_cache_tokens(self) -> int:
         return self.engine.capacity.num_tokens
 
     def counters(self) -> PodCounters:
-        """The counters a scrape of this worker's `/metrics` would read now."""
-        return parse_metrics(self.name, self._render().decode())
+        """The counters a scrape of this worker's `/metrics` would read now, taken from the
+        engine's own tallies (what the page renders) rather than rendered and parsed."""
+        core = self.engine.core
+        gauges, stats = core.gauges(), core.stats
+        values: dict[str, float | None] = {
+            "prefix_cache_queries": float(gauges.prefix_queries),
+            "prefix_cache_hits": float(gauges.prefix_hits),
+            "preemptions": float(gauges.num_preemptions),
+            "prompt_tokens": float(stats.prompt_tokens),
+            "generation_tokens": float(stats.generation_tokens),
+            "requests": float(sum(stats.request_success.values())),
+        }
+        return PodCounters(pod=self.name, values=values, kv_cache_tokens=self.kv_cache_tokens)
 
     def admit(
         self,

@@ -15,6 +15,7 @@ from kvbench.loadgen.workload.mooncake import Trace
 from kvbench.runner import DirectoryStore, ExperimentRunner, RunObserver
 from kvbench.runner.cluster.base import ChildNames
 from kvbench.runner.cluster.local.cluster import LocalCluster
+from kvbench.runner.cluster.virtual.cluster import VirtualCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,10 +60,11 @@ def article_002(
     prefixes: list[int],
     requests: int | None = None,
     popularity: dict[str, Any] | None = None,
+    time_scale: float | None = None,
 ) -> BenchmarkExperiment:
     """The article-002 example of a layout, cut to concurrency 8 and one trial; `requests`
     fixes the measured requests of every point instead of the article's max(200, 20 x P),
-    `popularity` the prefixes' popularity instead of uniform."""
+    `popularity` the prefixes' popularity instead of uniform, `time_scale` the simulator's."""
     name = "prefix-cache-service.yaml" if layout == "6w" else "prefix-cache-service-3-workers.yaml"
     document = copy.deepcopy(yaml.safe_load((ROOT / "examples" / name).read_text()))
     spec = document["spec"]
@@ -73,6 +75,8 @@ def article_002(
     if popularity is not None:
         spec["workload"]["sharedPrefix"]["popularity"] = popularity
     spec["load"].update(concurrency=[8], trials=1)
+    if time_scale is not None:
+        spec.setdefault("simulator", {})["timeScale"] = time_scale
     return parse_experiment(document)
 
 
@@ -81,13 +85,15 @@ def run_experiment(
     out: Path,
     observer: RunObserver | None = None,
     trace: Trace | None = None,
+    virtual: bool = False,
 ) -> Ran:
     """Run every run of `experiment` (a trace workload's with its `trace`) into the results
-    directory `out`; every run must be recorded with figures (a failed one fails the caller
-    with its reasons)."""
+    directory `out`, in virtual time when `virtual`; every run must be recorded with figures
+    (a failed one fails the caller with its reasons)."""
     store = DirectoryStore(out)
     work = out / "work"
-    runner = ExperimentRunner(experiment, LocalCluster(work), store, observer=observer, trace=trace)
+    cluster = VirtualCluster(work) if virtual else LocalCluster(work)
+    runner = ExperimentRunner(experiment, cluster, store, observer=observer, trace=trace)
     result = asyncio.run(runner.run())
     assert not result.failed, "\n\n".join(f"{r.id}: {r.error}" for r in result.failed)
     assert len(result.records) == len(runner.plan.runs)
