@@ -40,6 +40,10 @@ HELD_LEVEL = 0.5
 """A below-threshold point with no paying neighbour to place it is `all-fit` when the better
 arm still hits at least this share (the cache holds the prefixes), else `no-fit`."""
 
+_EPS = 1e-9
+"""Hit rates are shares of whole requests, so a gain of exactly the threshold comes out of
+the subtraction a rounding error short of it: it still pays."""
+
 Regime = Literal["pays", "all-fit", "no-fit", "unknown"]
 
 
@@ -141,7 +145,7 @@ def _by_level(point: SweepPoint) -> Regime:
 
 def _curve(workers: int, kv: int, points: list[SweepPoint], threshold: float) -> Curve:
     points = sorted(points, key=lambda p: p.prefixes)
-    paying = [i for i, p in enumerate(points) if p.gain is not None and p.gain >= threshold]
+    paying = [i for i, p in enumerate(points) if p.gain is not None and p.gain >= threshold - _EPS]
     regimes: list[Regime] = []
     for i, p in enumerate(points):
         if p.gain is None:
