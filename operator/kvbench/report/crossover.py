@@ -263,6 +263,9 @@ def crossover_figure(curves: list[Curve], threshold: float, title: str):
     figure, axes = plt.subplots(
         rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False, sharey=True
     )
+    gains = [100 * p.gain for c in curves for p in c.points if p.gain is not None]
+    bottom = min(0.0, *gains) - 5
+    top = max(100 * threshold, *gains) + 5
     for ax in axes.flat[len(workers) :]:
         ax.set_visible(False)
     for ax, count in zip(axes.flat, workers, strict=False):
@@ -294,8 +297,8 @@ def crossover_figure(curves: list[Curve], threshold: float, title: str):
                         markerfacecolor="white",
                     )
         ax.set_xscale("log")
-        bottom, _ = ax.get_ylim()
-        ax.axhspan(min(bottom, 0.0), 100 * threshold, color="grey", alpha=0.12, linewidth=0)
+        ax.axhspan(bottom, 100 * threshold, color="grey", alpha=0.12, linewidth=0)
+        ax.set_ylim(bottom, top)
         ticks = sorted({p.prefixes for c in curves for p in c.points})
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
