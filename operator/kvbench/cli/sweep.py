@@ -256,8 +256,13 @@ def sweep(
     console.print(
         f"sweep of {experiment.metadata.name}: workers {request.workers} x KV tokens "
         f"{[k.tokens for k in grid.kv_sizes]} x prefixes {first.workload.shared_prefix.prefixes} "
-        f"x arms {list(grid.arms)}; concurrency {first.load.concurrency[0]}, "
-        f"{first.load.trials} trial(s): {grid.runs} runs in virtual time"
+        f"x arms {list(grid.arms)}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"concurrency {first.load.concurrency[0]}, {first.load.trials} trial(s): "
+        f"{grid.runs} runs in virtual time",
+        soft_wrap=True,
     )
     for note in grid.notes:
         console.print(f"note: {note}")
