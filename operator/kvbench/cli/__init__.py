@@ -9,6 +9,7 @@ from kvbench.cli.plan import plan
 from kvbench.cli.report import compare, fetch, report
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
+from kvbench.cli.sweep import sweep
 from kvbench.cli.testcluster import testcluster
 from kvbench.cli.trace import trace
 from kvbench.cli.version import version_option
@@ -31,5 +32,6 @@ main.add_command(compare)
 main.add_command(fetch)
 main.add_command(run)
 main.add_command(sim)
+main.add_command(sweep)
 main.add_command(testcluster)
 main.add_command(trace)
