@@ -30,6 +30,7 @@ from kvbench.predict.holdout import FigureError, Holdout, held_out
 from kvbench.predict.layout import LayoutError, Predicted, predict_layout
 from kvbench.predict.measured import MeasuredError, MeasuredRun, load_measured
 from kvbench.runner import StoreMismatch
+from kvbench.runner.cluster.virtual.preflight import virtual_problems
 
 __all__ = ["Prediction", "predict"]
 
@@ -174,6 +175,12 @@ def predict(
         raise click.ClickException(str(err)) from None
     target = read_experiment(layout)
     trace = read_trace(target)
+    problems = virtual_problems(target.spec)
+    if problems:  # before the fit: minutes of replays for a layout that cannot run
+        raise click.ClickException(
+            f"--layout {layout}: cannot run in virtual time:\n"
+            + "\n".join(f"  {p}" for p in problems)
+        )
     console.print(
         f"measured: {measured}: {len(data.runs)} runs replayable "
         f"({', '.join(r.run.id for r in data.runs)}); starting profile {base.name}"
@@ -187,6 +194,7 @@ def predict(
             "the fitted constants are carried over by the model's geometry only"
         )
     with ExitStack() as stack:
+        where = _fresh_out(out, stack)
         replayer: Replayer = replay_serial
         if jobs > 1:
             replayer = ParallelReplayer(stack.enter_context(ProcessPoolExecutor(jobs)))
@@ -204,7 +212,6 @@ def predict(
         fitted = fit(data.runs)
         _print_fit(console, fitted)
         _print_holdout(console, checked)
-        where = _fresh_out(out, stack)
         try:
             predicted = predict_layout(target, fitted.profile, where / "layout", trace)
         except (LayoutError, StoreMismatch) as err:
