@@ -6,6 +6,7 @@ from kvbench.cli.crd import crd
 from kvbench.cli.loadgen import loadgen
 from kvbench.cli.operator import operator
 from kvbench.cli.plan import plan
+from kvbench.cli.predict import predict
 from kvbench.cli.report import compare, fetch, report
 from kvbench.cli.run import run
 from kvbench.cli.sim import sim
@@ -27,6 +28,7 @@ main.add_command(crd)
 main.add_command(loadgen)
 main.add_command(operator)
 main.add_command(plan)
+main.add_command(predict)
 main.add_command(report)
 main.add_command(compare)
 main.add_command(fetch)
