@@ -154,6 +154,70 @@ class EngineCore:
         self._flush_events()
         return StepResult(start, end, batch.num_tokens, len(batch.requests), produced, finished)
 
+    def decode_steps(self, limit: float) -> tuple[list[SimRequest], float]:
+        """Run the steps that are one decode token for every running request, decided before
+        `limit`, as `step()` would run them one by one, without its per-step bookkeeping; stop
+        at the first step that finishes a request (its requests are returned with the step's
+        end) or that `step()` must decide itself: a request waits or arrives by the step's
+        start, one was held from the previous step, or a request needs more than a decode
+        token or more blocks than are free. The caller (the virtual timeline) guarantees that
+        no request it has not yet announced can arrive before `limit`."""
+        scheduler, kv, stats, cost = self.scheduler, self.kv, self.stats, self.cost
+        running = scheduler.running
+        bs, pool = kv.block_size, kv.pool
+        last = scheduler.max_model_len - 1
+        max_len, hold = scheduler.max_model_len, scheduler.hold_finished
+        arrivals = self._arrivals
+        while running and not scheduler.waiting and not scheduler._held:
+            start = self.clock
+            if start >= limit or (arrivals and arrivals[0][0] <= start):
+                break
+            if len(running) > scheduler.max_num_batched_tokens:
+                break
+            context, needs, touch = 0, 0, False
+            for request in running:
+                computed = request.num_computed_tokens
+                after = computed + 1
+                decode = request.num_prompt_tokens + request.num_output_tokens == after
+                if not decode or computed >= last:
+                    return [], start
+                if after > len(request.blocks) * bs:
+                    needs += 1
+                    touch = True
+                elif after // bs > request.num_cached_blocks:
+                    touch = True
+                context += after
+            if needs > len(pool.free_queue):
+                break
+            if touch:
+                for request in running:
+                    allocated = kv.allocate_slots(request, 1)
+                    assert allocated, "blocks were counted free"
+            end = start + cost.step_time(len(running), context, float(context))
+            self.clock = end
+            self._last_start, self._last_end = start, end
+            self.num_steps += 1
+            finished = []
+            for request in running:
+                request.num_computed_tokens += 1
+                num_tokens = request.num_prompt_tokens + request.num_output_tokens
+                request.num_output_tokens += 1
+                request.token_times.append(end)
+                if request.num_output_tokens >= request.max_tokens or num_tokens + 1 >= max_len:
+                    scheduler._finish(request, end, FinishReason.LENGTH, hold=hold)
+                    finished.append(request)
+            stats.on_step(running)
+            if finished:
+                scheduler.running = [r for r in running if r.status is not RequestStatus.FINISHED]
+                if not scheduler.has_work:
+                    scheduler.release_finished()
+                for request in finished:
+                    stats.on_finished(request)
+                self._flush_events()
+                return finished, end
+            self._flush_events()
+        return [], self.clock
+
     def _unschedulable(self, now: float) -> StepResult:
         """Nothing fits although nothing runs: the head request can never fit; drop it."""
         scheduler = self.scheduler

@@ -71,6 +71,11 @@ class KVCacheManager:
             num_gpu_blocks, enable_caching=enable_caching, record_events=record_events
         )
         self.hash_fn = get_hash_fn_by_name(hash_algo)
+        self._hashes: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
+        """Chained block hashes already computed, by (parent, tokens): requests that share a
+        prefix hash it once (a prefix's blocks are most of what the workloads hash). Cleared
+        when it outgrows a few times the cache's blocks, so a long-lived server stays bounded."""
+        self._memo_limit = 4 * num_gpu_blocks + 1024
         self.none_hash = init_none_hash(self.hash_fn)
         self.stats = PrefixCacheStats()
 
@@ -89,12 +94,19 @@ class KVCacheManager:
         hash_fn = self.hash_fn
         prompt = request.prompt_token_ids
         full_prompt_blocks = request.num_prompt_tokens // bs
+        memo = self._hashes
+        if len(memo) > self._memo_limit:
+            memo.clear()
         for i in range(done, num_blocks):
             if i < full_prompt_blocks:
-                tokens = prompt[i * bs : (i + 1) * bs]
+                tokens = tuple(prompt[i * bs : (i + 1) * bs])
             else:
-                tokens = request.token_ids(i * bs, (i + 1) * bs)
-            parent = hash_block_tokens(hash_fn, parent, tokens)
+                tokens = tuple(request.token_ids(i * bs, (i + 1) * bs))
+            key = (parent, tokens)
+            block_hash = memo.get(key)
+            if block_hash is None:
+                block_hash = memo[key] = hash_block_tokens(hash_fn, parent, tokens)
+            parent = block_hash
             hashes.append(parent)
         return hashes
 

@@ -62,6 +62,7 @@ class _Run:
         workers: dict[str, VirtualWorker],
         service_seed: str | None,
         groups: int | None,
+        stepwise: bool,
     ) -> None:
         self.config = config
         self.workers = workers
@@ -78,7 +79,7 @@ class _Run:
             self.service.choice(list(workers))
         self.details = {n: w.config.enable_prompt_tokens_details for n, w in workers.items()}
         start = max((w.engine.core.clock for w in workers.values()), default=0.0)
-        self.timeline = Timeline([w.engine.core for w in workers.values()], start)
+        self.timeline = Timeline([w.engine.core for w in workers.values()], start, stepwise)
         self.origin = start
         self.records: dict[tuple[str, int], RequestRecord] = {}
         self._client_free = start
@@ -220,10 +221,12 @@ def run_virtual_load(
     workers: dict[str, VirtualWorker],
     service_seed: str | None = None,
     trace: Trace | None = None,
+    stepwise: bool = False,
 ) -> LoadgenResult:
     """Carry out `config`'s run against `workers` in virtual time. A Service target (a URL)
     spreads requests over `workers` with the balancer seeded by `service_seed`; a
-    prefix-affinity target names the workers itself."""
+    prefix-affinity target names the workers itself. `stepwise`: every engine step on its
+    own (`Timeline`), the reference the faster default must equal."""
     sequence = build_sequence(
         config.workload, config.point, config.seed, config.warmup, config.tokens, trace
     )
@@ -232,7 +235,7 @@ def run_virtual_load(
     )
     if isinstance(config.target, PrefixAffinityTarget) and set(config.target.pods) - set(workers):
         raise ValueError(f"prefix affinity names unknown workers: {sorted(config.target.pods)}")
-    run = _Run(config, workers, service_seed, sequence.groups)
+    run = _Run(config, workers, service_seed, sequence.groups, stepwise)
     computed_at = datetime.now(UTC)
     run.phase(sequence.warmup, warmup_schedule(config.point, schedule.kind == "scheduled"))
     before = run.counters()

@@ -9,6 +9,12 @@ that arrives by t was sent by an event before t (a step takes time, and so does 
 on the way in), which has then been processed already. A response is delivered as an event
 at its finish time, not when its step was computed, so clients act, and a Service draws its
 random choices, in the order of simulated time.
+
+Most steps are one decode token for every running request. An engine runs through such
+steps in one call (`EngineCore.decode_steps`) up to
+a limit no request it has not seen can beat: the earliest pending event or other engine's
+next decision, plus its frontend latency (a request sent then reaches its engine no sooner).
+The result is the same as one step at a time (`stepwise`), which the tests compare.
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ __all__ = ["Timeline"]
 class Timeline:
     """Engines and client events on one virtual clock, starting at `start` (seconds)."""
 
-    def __init__(self, cores: Sequence[EngineCore], start: float) -> None:
+    def __init__(self, cores: Sequence[EngineCore], start: float, stepwise: bool = False) -> None:
         self.cores = list(cores)
         self.now = start
-        self.steps = 0
+        self.stepwise = stepwise
         self._events: list[tuple[float, int, Callable[[float], None]]] = []
         self._seq = itertools.count()
 
@@ -59,13 +65,33 @@ class Timeline:
                 continue
             if core is None:
                 return
-            result = core.step()
-            if result is None:
-                continue
-            self.steps += 1
-            for request in result.finished:
+            steps = core.num_steps
+            if not self.stepwise and core.scheduler.running:
+                finished, end = core.decode_steps(self._unseen_before(core))
+            if core.num_steps == steps:
+                result = core.step()
+                if result is None:
+                    continue
+                finished, end = result.finished, result.end
+            for request in finished:
                 notify = request.notify
                 if notify is not None:
                     heapq.heappush(
-                        events, (result.end, next(self._seq), lambda _t, r=request, n=notify: n(r))
+                        events, (end, next(self._seq), lambda _t, r=request, n=notify: n(r))
                     )
+
+    def _unseen_before(self, core: EngineCore) -> float:
+        """The earliest time a request `core` has not been given could reach it: sends come
+        from pending events and from other engines' steps, none of them earlier than the
+        first event or another engine's next decision, and take the frontend latency."""
+        first = self._events[0][0] if self._events else math.inf
+        for other in self.cores:
+            if other is core:
+                continue
+            if other.scheduler.has_work:
+                first = min(first, other.clock)
+            else:
+                arrival = other.next_arrival_time()
+                if arrival is not None:
+                    first = min(first, max(arrival, other.clock))
+        return first + core.cost.frontend_s
