@@ -1,39 +1,50 @@
-"""The `kvbench` command line: one module per subcommand, this module only wires them."""
+"""The `kvbench` command line: one module per subcommand, this module only wires them.
+
+Subcommands are imported when they are invoked (click's lazy-group pattern): a `kvbench sim`
+worker or a load generator starts without importing the Kubernetes client, scipy or the
+runner, which took seconds of every start."""
+
+import importlib
 
 import click
 
-from kvbench.cli.crd import crd
-from kvbench.cli.loadgen import loadgen
-from kvbench.cli.operator import operator
-from kvbench.cli.plan import plan
-from kvbench.cli.predict import predict
-from kvbench.cli.report import compare, fetch, report
-from kvbench.cli.run import run
-from kvbench.cli.sim import sim
-from kvbench.cli.sweep import sweep
-from kvbench.cli.testcluster import testcluster
-from kvbench.cli.trace import trace
 from kvbench.cli.version import version_option
 
 __all__ = ["main"]
 
+_COMMANDS = {
+    "compare": "kvbench.cli.report:compare",
+    "crd": "kvbench.cli.crd:crd",
+    "fetch": "kvbench.cli.report:fetch",
+    "loadgen": "kvbench.cli.loadgen:loadgen",
+    "operator": "kvbench.cli.operator:operator",
+    "plan": "kvbench.cli.plan:plan",
+    "predict": "kvbench.cli.predict:predict",
+    "report": "kvbench.cli.report:report",
+    "run": "kvbench.cli.run:run",
+    "sim": "kvbench.cli.sim:sim",
+    "sweep": "kvbench.cli.sweep:sweep",
+    "testcluster": "kvbench.cli.testcluster:testcluster",
+    "trace": "kvbench.cli.trace:trace",
+}
+"""Subcommand -> the module and attribute that define it."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = _COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, attribute = where.split(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @version_option
 def main() -> None:
     """Run LLM-serving benchmark experiments (BenchmarkExperiment resources)."""
-
-
-main.add_command(crd)
-main.add_command(loadgen)
-main.add_command(operator)
-main.add_command(plan)
-main.add_command(predict)
-main.add_command(report)
-main.add_command(compare)
-main.add_command(fetch)
-main.add_command(run)
-main.add_command(sim)
-main.add_command(sweep)
-main.add_command(testcluster)
-main.add_command(trace)

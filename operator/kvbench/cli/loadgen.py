@@ -27,12 +27,6 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kvbench.kube.results import (
-    ResultConfigMapError,
-    claim_attempt,
-    in_cluster_api,
-    write_result,
-)
 from kvbench.loadgen.config import ConfigError, load_config
 from kvbench.loadgen.measure import ProgressCallback, run_sync
 from kvbench.loadgen.results import LoadgenResult
@@ -128,6 +122,9 @@ def loadgen(
     bar, update = _bar(console) if interactive else (nullcontext(), _log_phases())
     log.info("run %s: %s, seed %d", config.run_id, config.point.key, config.seed)
     if configmaps is not None:
+        # the Kubernetes client only where a Job writes ConfigMaps: it takes seconds to import
+        from kvbench.kube.results import ResultConfigMapError, claim_attempt, in_cluster_api
+
         namespace, names = configmaps
         claimant = os.environ.get("POD_UID") or socket.gethostname()
         try:
@@ -141,6 +138,8 @@ def loadgen(
         result.save(out)
         kept.append(str(out))
     if configmaps is not None:
+        from kvbench.kube.results import in_cluster_api, write_result
+
         namespace, names = configmaps
         write_result(in_cluster_api(), namespace, names, result.encode())
         kept.append(f"ConfigMaps {namespace}/{','.join(names)}")
