@@ -38,6 +38,14 @@ from kvbench.sim.request import SimRequest
 
 __all__ = ["KVCacheManager", "PrefixCacheStats"]
 
+_CHAINED_HASHES: dict[str, dict[tuple[bytes, tuple[int, ...]], bytes]] = {}
+"""Chained block hashes already computed, per hash algorithm, by (parent, tokens): a pure
+function of its key, shared by every cache in the process (virtual time's workers alike), so
+requests that share a prefix hash it once, and a prefix is most of what the workloads hash."""
+_MEMO_LIMIT = 1 << 17
+"""Entries (about 350 bytes each) past which the memo starts again: a long-lived server stays
+bounded."""
+
 
 @dataclass
 class PrefixCacheStats:
@@ -71,11 +79,7 @@ class KVCacheManager:
             num_gpu_blocks, enable_caching=enable_caching, record_events=record_events
         )
         self.hash_fn = get_hash_fn_by_name(hash_algo)
-        self._hashes: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
-        """Chained block hashes already computed, by (parent, tokens): requests that share a
-        prefix hash it once (a prefix's blocks are most of what the workloads hash). Cleared
-        when it outgrows a few times the cache's blocks, so a long-lived server stays bounded."""
-        self._memo_limit = 4 * num_gpu_blocks + 1024
+        self._hashes = _CHAINED_HASHES.setdefault(hash_algo, {})
         self.none_hash = init_none_hash(self.hash_fn)
         self.stats = PrefixCacheStats()
 
@@ -95,7 +99,7 @@ class KVCacheManager:
         prompt = request.prompt_token_ids
         full_prompt_blocks = request.num_prompt_tokens // bs
         memo = self._hashes
-        if len(memo) > self._memo_limit:
+        if len(memo) > _MEMO_LIMIT:
             memo.clear()
         for i in range(done, num_blocks):
             if i < full_prompt_blocks:
