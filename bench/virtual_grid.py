@@ -34,13 +34,14 @@ class _Counted:
     """`run_virtual_load` with its wall time, requests and steps tallied."""
 
     def __init__(self, inner):
-        self.inner, self.seconds, self.requests, self.steps = inner, 0.0, 0, 0
+        self.inner, self.seconds, self.cpu, self.requests, self.steps = inner, 0.0, 0.0, 0, 0
 
     def __call__(self, config, workers, seed=None, trace=None):
         before = sum(w.engine.core.num_steps for w in workers.values())
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         result = self.inner(config, workers, seed, trace)
         self.seconds += time.perf_counter() - start
+        self.cpu += time.thread_time() - cpu
         self.requests += len(result.requests.phase)
         self.steps += sum(w.engine.core.num_steps for w in workers.values()) - before
         return result
@@ -69,8 +70,9 @@ def main() -> None:
     print(f"  experiment: {wall:.1f} s wall, {cpu:.1f} s CPU (virtual time, one process)")
     print(f"  simulated: {counted.requests} requests, {counted.steps} engine steps")
     print(
-        f"  discrete-event runs: {counted.seconds:.1f} s, {counted.requests / counted.seconds:,.0f}"
-        f" requests/s, {counted.steps / counted.seconds:,.0f} steps/s"
+        f"  discrete-event runs: {counted.seconds:.1f} s wall, {counted.cpu:.1f} s CPU: "
+        f"{counted.requests / counted.cpu:,.0f} requests and {counted.steps / counted.cpu:,.0f} "
+        "steps per CPU second"
     )
     rate = counted.requests / wall
     print(f"  whole experiment: {rate:,.0f} simulated requests per wall second")
