@@ -25,7 +25,7 @@ from pathlib import Path
 import kvbench.runner.cluster.virtual.cluster as virtual_cluster
 from kvbench.cli.common import read_experiment, read_trace
 from kvbench.runner import DirectoryStore, ExperimentRunner
-from kvbench.runner.cluster.virtual.cluster import VirtualCluster
+from kvbench.runner.cluster.virtual.cluster import VirtualCluster, in_virtual_time
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("file", nargs="?", default=ROOT / "examples/prefix-cache-service.yaml")
     parser.add_argument("--http-seconds", type=float, help="The HTTP path's time, for the table")
     args = parser.parse_args()
-    experiment = read_experiment(Path(args.file))
+    experiment = in_virtual_time(read_experiment(Path(args.file)))
     counted = _Counted(virtual_cluster.run_virtual_load)
     virtual_cluster.run_virtual_load = counted
     with tempfile.TemporaryDirectory() as out:

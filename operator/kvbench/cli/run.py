@@ -18,7 +18,7 @@ from kvbench.runner.cluster.local.cluster import LocalCluster
 from kvbench.runner.cluster.local.launcher import WorkerLauncher
 from kvbench.runner.cluster.local.sim_workers import SimLauncher
 from kvbench.runner.cluster.local.vllm_workers import VllmLauncher, VllmOptions
-from kvbench.runner.cluster.virtual.cluster import VirtualCluster
+from kvbench.runner.cluster.virtual.cluster import VirtualCluster, in_virtual_time
 from kvbench.runner.failures import SpecNotRunnable
 
 __all__ = ["HOLD_ENV", "run"]
@@ -164,7 +164,9 @@ def run(
     experiment = read_experiment(file)
     trace = read_trace(experiment)
     out = out or Path("results") / experiment.metadata.name
-    virtual = virtual or experiment.spec.simulator.mode == "virtual"
+    if virtual:
+        experiment = in_virtual_time(experiment)
+    virtual = experiment.spec.simulator.mode == "virtual"
     if virtual and engine != "sim":
         raise click.UsageError(f"--engine {engine}: virtual time simulates its workers")
     console = make_console()

@@ -13,7 +13,7 @@ from kvbench.api import BenchmarkExperiment
 from kvbench.loadgen.workload.mooncake import Trace
 from kvbench.predict.figures import Figures, figures_of
 from kvbench.runner import DirectoryStore, ExperimentRunner
-from kvbench.runner.cluster.virtual.cluster import VirtualCluster
+from kvbench.runner.cluster.virtual.cluster import VirtualCluster, in_virtual_time
 from kvbench.runner.cluster.virtual.preflight import virtual_problems
 from kvbench.runner.observers import FanOut
 from kvbench.sim.timing import TimingProfile
@@ -46,8 +46,9 @@ def predict_layout(
         )
     store = DirectoryStore(out)
     runner = ExperimentRunner(
-        layout, VirtualCluster(out / "work", profile), store, FanOut([]), None, trace
-    )
+        in_virtual_time(layout), VirtualCluster(out / "work", profile), store, FanOut([]), None,
+        trace,
+    )  # fmt: skip
     result = asyncio.run(runner.run())
     return [
         Predicted(id=r.id, figures=figures_of(r.summary), error=r.error)

@@ -295,6 +295,8 @@ def _clock(records: list[RunRecord], spec: ExperimentSpec) -> str:
     clocks = sorted({r.summary.latency_clock for r in records})
     if clocks == ["wall"]:
         return "wall clock"
+    if spec.simulator.mode == "virtual":
+        return "virtual time (a discrete-event simulation: every time simulated)"
     return f"{'/'.join(clocks)} clock, time scale {spec.simulator.time_scale:g}"
 
 
@@ -323,7 +325,13 @@ def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     notes = []
     scale = spec.simulator.time_scale
     simulated = sorted(a for a, clocks in by_arm.items() if "simulated" in clocks)
-    if simulated:
+    if simulated and spec.simulator.mode == "virtual":
+        notes.append(
+            f"Arms {', '.join(simulated)}: virtual time (kvbench run --virtual): workers, arm "
+            "and clients in one discrete-event simulation; every latency is simulated, none "
+            "measured, and no wall clock was involved."
+        )
+    elif simulated:
         notes.append(
             f"Arms {', '.join(simulated)}: latencies in simulated seconds (kvbench sim, time "
             f"scale {scale:g}: one simulated second took {scale:g} s of wall time)."

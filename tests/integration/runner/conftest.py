@@ -15,7 +15,7 @@ from kvbench.loadgen.workload.mooncake import Trace
 from kvbench.runner import DirectoryStore, ExperimentRunner, RunObserver
 from kvbench.runner.cluster.base import ChildNames
 from kvbench.runner.cluster.local.cluster import LocalCluster
-from kvbench.runner.cluster.virtual.cluster import VirtualCluster
+from kvbench.runner.cluster.virtual.cluster import VirtualCluster, in_virtual_time
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -93,6 +93,7 @@ def run_experiment(
     store = DirectoryStore(out)
     work = out / "work"
     cluster = VirtualCluster(work) if virtual else LocalCluster(work)
+    experiment = in_virtual_time(experiment) if virtual else experiment
     runner = ExperimentRunner(experiment, cluster, store, observer=observer, trace=trace)
     result = asyncio.run(runner.run())
     assert not result.failed, "\n\n".join(f"{r.id}: {r.error}" for r in result.failed)

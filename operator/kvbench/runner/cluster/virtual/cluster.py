@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvbench import __version__
 from kvbench.api import (
+    BenchmarkExperiment,
     Cleanup,
     EngineSpec,
     ExperimentSpec,
@@ -40,7 +41,7 @@ from kvbench.sim.timing import TimingProfile
 from kvbench.virtual.load import run_virtual_load
 from kvbench.virtual.workers import VirtualWorker
 
-__all__ = ["VIRTUAL_BALANCING", "VIRTUAL_NODE", "VirtualCluster"]
+__all__ = ["VIRTUAL_BALANCING", "VIRTUAL_NODE", "VirtualCluster", "in_virtual_time"]
 
 VIRTUAL_NODE = "virtual"
 """The node every virtual worker and load generator is recorded on."""
@@ -50,6 +51,17 @@ VIRTUAL_BALANCING = ServiceBalancing(
     source="virtual time: kvbench run's Service stand-in modelled, a seeded random worker per "
     "new connection (the same choices as the stand-in's for the same seed and send order)",
 )
+
+
+def in_virtual_time(experiment: BenchmarkExperiment) -> BenchmarkExperiment:
+    """`experiment` with `simulator.mode: virtual`: what its results directory keeps, so its
+    report says its clock, and a resume without `--virtual` is refused as another experiment
+    rather than mixing HTTP runs into it."""
+    spec = experiment.spec
+    if spec.simulator.mode == "virtual":
+        return experiment
+    simulator = spec.simulator.model_copy(update={"mode": "virtual"})
+    return experiment.model_copy(update={"spec": spec.model_copy(update={"simulator": simulator})})
 
 
 class VirtualCluster(Cluster):
