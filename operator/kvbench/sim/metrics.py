@@ -103,6 +103,8 @@ class EngineStats:
     """Counters and histograms the engine updates; read by the collector."""
 
     max_model_len: int
+    observe_latencies: bool = True
+    """False: counters only, no histogram (virtual time reads counters and renders no page)."""
     prompt_tokens: int = 0
     generation_tokens: int = 0
     request_success: dict[str, int] = field(default_factory=dict)
@@ -136,6 +138,13 @@ class EngineStats:
         """Token-level statistics of one step (TTFT, ITL, token counters)."""
         prompt = 0
         ttft, itl = self.ttft, self.itl
+        if not self.observe_latencies:
+            for request in produced:
+                if len(request.token_times) == 1:
+                    prompt += request.num_prompt_tokens
+            self.prompt_tokens += prompt
+            self.generation_tokens += len(produced)
+            return
         for request in produced:
             times = request.token_times
             if len(times) == 1:
@@ -151,6 +160,8 @@ class EngineStats:
         """Request-level statistics of a finished or aborted request."""
         reason = request.finish_reason.value if request.finish_reason else "error"
         self.request_success[reason] += 1
+        if not self.observe_latencies:
+            return
         h = self.histograms
         finish = request.finish_time or 0.0
         scheduled = request.first_scheduled_time

@@ -34,6 +34,7 @@ class VirtualWorker:
         config, self.ignored_flags = parse_sim_args(argv)
         self.name = name
         self.engine: SimEngine = build_engine(config, profile=profile)
+        self.engine.core.stats.observe_latencies = False  # no /metrics page to render
         self.config = config
         vocab = self.engine.geometry.vocab_size
         self.tokenizer: Tokenizer = load_tokenizer(config.tokenizer, vocab)
