@@ -11,6 +11,7 @@ returned as "ignored" for a warning. Simulator-only flags: ``--profile``,
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import textwrap
@@ -263,6 +264,13 @@ def _group_unknown(extras: list[str]) -> list[str]:
     return out
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """One parser for every parse: building it takes milliseconds, and virtual time parses
+    the command line of every worker of every run."""
+    return build_parser()
+
+
 def parse_sim_args(argv: list[str]) -> tuple[SimConfig, list[str]]:
     """``(config, ignored flags)`` from vLLM-style arguments; raises SystemExit on errors."""
     args = list(argv)
@@ -270,7 +278,7 @@ def parse_sim_args(argv: list[str]) -> tuple[SimConfig, list[str]]:
         args = args[1:]
         if args and not args[0].startswith("-"):
             args = ["--model", args[0], *args[1:]]
-    parser = build_parser()
+    parser = _parser()
     namespace, extras = parser.parse_known_args(args)
     try:
         config = SimConfig(**vars(namespace))
