@@ -14,8 +14,17 @@ from kvbench.api.base import ApiModel
 
 if TYPE_CHECKING:
     from kvbench.loadgen.client import Attempt
+    from kvbench.loadgen.workload import Request
 
-__all__ = ["ErrorKind", "RequestRecord", "SimTiming", "e2e_field", "sim_timing", "to_record"]
+__all__ = [
+    "ErrorKind",
+    "RequestRecord",
+    "SimTiming",
+    "e2e_field",
+    "request_identity",
+    "sim_timing",
+    "to_record",
+]
 
 ErrorKind = Literal[
     "http",  # the server answered with a status other than 200 (its body in `error`)
@@ -127,6 +136,19 @@ def sim_timing(ext: dict[str, Any]) -> SimTiming:
     )
 
 
+def request_identity(request: Request) -> dict[str, Any]:
+    """The record fields that say which planned request it is (phase, index, role, group,
+    conversation and turn), for every path that records one."""
+    return {
+        "phase": request.phase,
+        "index": request.index,
+        "role": request.role,
+        "group": request.group,
+        "conversation": None if request.chat is None else request.chat.conversation,
+        "turn": None if request.chat is None else request.chat.turn,
+    }
+
+
 def to_record(attempt: Attempt, origin: float) -> RequestRecord:
     """Raw timestamps -> durations; token counts from usage, else from the chunks seen."""
     request, times = attempt.request, attempt.token_times
@@ -135,12 +157,7 @@ def to_record(attempt: Attempt, origin: float) -> RequestRecord:
     cached = details.get("cached_tokens")
     output = usage.get("completion_tokens")
     return RequestRecord(
-        phase=request.phase,
-        index=request.index,
-        role=request.role,
-        group=request.group,
-        conversation=None if request.chat is None else request.chat.conversation,
-        turn=None if request.chat is None else request.chat.turn,
+        **request_identity(request),
         endpoint=attempt.endpoint,
         due=_r(attempt.due - origin),
         start=_r(attempt.start - origin),

@@ -23,7 +23,7 @@ from kvbench.loadgen.config import PrefixAffinityTarget, RunConfig, UrlTarget
 from kvbench.loadgen.counters import PodCounters, pod_deltas
 from kvbench.loadgen.loop_monitor import ClientHealth
 from kvbench.loadgen.measure import conditions_of
-from kvbench.loadgen.records import RequestRecord, SimTiming
+from kvbench.loadgen.records import RequestRecord, SimTiming, request_identity
 from kvbench.loadgen.results import CounterReport, LoadgenResult, Window
 from kvbench.loadgen.routing import make_router
 from kvbench.loadgen.summary import summarize_records, warnings
@@ -135,12 +135,7 @@ class _Run:
         error: str,
     ) -> None:
         self.records[(request.phase, request.index)] = RequestRecord(
-            phase=request.phase,
-            index=request.index,
-            role=request.role,
-            group=request.group,
-            conversation=None if request.chat is None else request.chat.conversation,
-            turn=None if request.chat is None else request.chat.turn,
+            **request_identity(request),
             endpoint=endpoint,
             due=_r(due - self.origin),
             start=_r(now - self.origin),
@@ -172,12 +167,7 @@ class _Run:
             cached_tokens=cached,
         )
         return RequestRecord(
-            phase=request.phase,
-            index=request.index,
-            role=request.role,
-            group=request.group,
-            conversation=None if request.chat is None else request.chat.conversation,
-            turn=None if request.chat is None else request.chat.turn,
+            **request_identity(request),
             endpoint=endpoint,
             due=_r(due - self.origin),
             start=_r(start - self.origin),

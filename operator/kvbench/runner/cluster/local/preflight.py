@@ -11,22 +11,12 @@ from kvbench.api import ExperimentSpec
 from kvbench.runner.cluster.local.arms import router_binary
 from kvbench.sim.timing import resolve_profile
 
-__all__ = ["local_problems", "shared_problems"]
+__all__ = ["local_problems", "profile_problems", "shared_problems"]
 
 
 def local_problems(spec: ExperimentSpec) -> list[str]:
     """Every reason this machine cannot run `spec` with simulated workers (empty: it can)."""
-    problems = []
-    profiles = [("simulator.profile", spec.simulator.profile)] + [
-        (f"workers[{i}].simulation.profile", pool.simulation.profile if pool.simulation else None)
-        for i, pool in enumerate(spec.workers)
-    ]
-    for field, name in profiles:
-        if name is not None:
-            try:
-                resolve_profile(name)
-            except ValueError as err:
-                problems.append(f"spec.{field}: {err}")
+    problems = profile_problems(spec)
     problems += shared_problems(spec)
     for i, arm in enumerate(spec.routing):
         where = f"spec.routing[{i}] ({arm.name})"
@@ -45,6 +35,22 @@ def local_problems(spec: ExperimentSpec) -> list[str]:
             "spec.cleanup.keepWorkers: local Dynamo deployments stop with kvbench run; "
             "drop keepWorkers or the dynamo arms"
         )
+    return problems
+
+
+def profile_problems(spec: ExperimentSpec) -> list[str]:
+    """Timing profiles the simulator does not know, by field."""
+    problems = []
+    profiles = [("simulator.profile", spec.simulator.profile)] + [
+        (f"workers[{i}].simulation.profile", pool.simulation.profile if pool.simulation else None)
+        for i, pool in enumerate(spec.workers)
+    ]
+    for field, name in profiles:
+        if name is not None:
+            try:
+                resolve_profile(name)
+            except ValueError as err:
+                problems.append(f"spec.{field}: {err}")
     return problems
 
 

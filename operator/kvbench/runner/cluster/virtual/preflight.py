@@ -2,7 +2,7 @@
 mean nothing without processes."""
 
 from kvbench.api import ExperimentSpec
-from kvbench.sim.timing import resolve_profile
+from kvbench.runner.cluster.local.preflight import profile_problems
 
 __all__ = ["virtual_problems"]
 
@@ -13,17 +13,7 @@ def virtual_problems(spec: ExperimentSpec) -> list[str]:
     A router (vllm-router, Dynamo's) decides by what it sees in flight on its own clock and by
     code that is not the simulator's; an external URL is someone else's server. Neither is
     modelled: such arms are refused, not approximated."""
-    problems = []
-    profiles = [("simulator.profile", spec.simulator.profile)] + [
-        (f"workers[{i}].simulation.profile", pool.simulation.profile if pool.simulation else None)
-        for i, pool in enumerate(spec.workers)
-    ]
-    for field, name in profiles:
-        if name is not None:
-            try:
-                resolve_profile(name)
-            except ValueError as err:
-                problems.append(f"spec.{field}: {err}")
+    problems = profile_problems(spec)
     for i, arm in enumerate(spec.routing):
         where = f"spec.routing[{i}] ({arm.name})"
         if arm.router is not None:
