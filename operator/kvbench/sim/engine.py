@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -161,13 +162,18 @@ class EngineCore:
         end) or that `step()` must decide itself: a request waits or arrives by the step's
         start, one was held from the previous step, or a request needs more than a decode
         token or more blocks than are free. The caller (the virtual timeline) guarantees that
-        no request it has not yet announced can arrive before `limit`."""
+        no request it has not yet announced can arrive before `limit`.
+
+        Where no latency histogram is kept (`EngineStats.observe_latencies`), the steps up to
+        the next block boundary or finish are one stretch: their ends are a sum of step times
+        and each request's tokens are appended at once (`_stretch`)."""
         scheduler, kv, stats, cost = self.scheduler, self.kv, self.stats, self.cost
         running = scheduler.running
         bs, pool = kv.block_size, kv.pool
         last = scheduler.max_model_len - 1
         max_len, hold = scheduler.max_model_len, scheduler.hold_finished
         arrivals = self._arrivals
+        stretch = not stats.observe_latencies
         while running and not scheduler.waiting and not scheduler._held:
             start = self.clock
             if start >= limit or (arrivals and arrivals[0][0] <= start):
@@ -175,20 +181,34 @@ class EngineCore:
             if len(running) > scheduler.max_num_batched_tokens:
                 break
             context, needs, touch = 0, 0, False
+            plain = finish = max_len  # steps with no block to take or fill; steps to a finish
             for request in running:
                 computed = request.num_computed_tokens
                 after = computed + 1
                 decode = request.num_prompt_tokens + request.num_output_tokens == after
                 if not decode or computed >= last:
                     return [], start
-                if after > len(request.blocks) * bs:
+                room = len(request.blocks) * bs
+                if after > room:
                     needs += 1
                     touch = True
                 elif after // bs > request.num_cached_blocks:
                     touch = True
                 context += after
+                if stretch and not touch:
+                    fill = (request.num_cached_blocks + 1) * bs - after
+                    plain = min(plain, fill, last - computed)  # fill < room - computed
+                    out = request.num_output_tokens
+                    finish = min(
+                        finish, request.max_tokens - out, max_len - request.num_prompt_tokens - out
+                    )
             if needs > len(pool.free_queue):
                 break
+            if stretch and not touch and min(plain, finish) > 1:
+                done = self._stretch(min(plain, finish), finish, context, limit)
+                if done is not None:
+                    return done
+                continue
             if touch:
                 for request in running:
                     allocated = kv.allocate_slots(request, 1)
@@ -208,15 +228,62 @@ class EngineCore:
                     finished.append(request)
             stats.on_step(running)
             if finished:
-                scheduler.running = [r for r in running if r.status is not RequestStatus.FINISHED]
-                if not scheduler.has_work:
-                    scheduler.release_finished()
-                for request in finished:
-                    stats.on_finished(request)
-                self._flush_events()
-                return finished, end
+                return self._finished(finished, end)
             self._flush_events()
         return [], self.clock
+
+    def _stretch(
+        self, steps: int, finish: int, context: int, limit: float
+    ) -> tuple[list[SimRequest], float] | None:
+        """Up to `steps` decode steps of the running batch, none taking or filling a block,
+        the `finish`-th finishing a request; each decided before `limit` and before the next
+        arrival. The same step times, in the same order of additions, as one step at a time.
+        Returns what finished, or None when the stretch ended without a finish."""
+        scheduler, running, cost = self.scheduler, self.scheduler.running, self.cost
+        batch = len(running)
+        arrival = self._arrivals[0][0] if self._arrivals else math.inf
+        first = limit if limit < arrival else arrival
+        ends: list[float] = []
+        start = self.clock
+        for _ in range(steps):
+            if start >= first:
+                break
+            end = start + cost.step_time(batch, context, float(context))
+            ends.append(end)
+            self._last_start, start = start, end
+            context += batch
+        if not ends:
+            return [], self.clock
+        taken = len(ends)
+        self.clock = self._last_end = start
+        self.num_steps += taken
+        self.stats.generation_tokens += batch * taken
+        for request in running:
+            request.num_computed_tokens += taken
+            request.num_output_tokens += taken
+            request.token_times.extend(ends)
+        if taken < finish:
+            return None if taken == steps else ([], start)
+        max_len, finished = scheduler.max_model_len, []
+        for request in running:
+            if (
+                request.num_output_tokens >= request.max_tokens
+                or request.num_prompt_tokens + request.num_output_tokens >= max_len
+            ):
+                scheduler._finish(request, start, FinishReason.LENGTH, hold=scheduler.hold_finished)
+                finished.append(request)
+        return self._finished(finished, start)
+
+    def _finished(self, finished: list[SimRequest], end: float) -> tuple[list[SimRequest], float]:
+        """After a decode step that finished `finished`: as `step()` leaves the scheduler."""
+        scheduler = self.scheduler
+        scheduler.running = [r for r in scheduler.running if r.status is not RequestStatus.FINISHED]
+        if not scheduler.has_work:
+            scheduler.release_finished()
+        for request in finished:
+            self.stats.on_finished(request)
+        self._flush_events()
+        return finished, end
 
     def _unschedulable(self, now: float) -> StepResult:
         """Nothing fits although nothing runs: the head request can never fit; drop it."""
