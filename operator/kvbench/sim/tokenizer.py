@@ -117,7 +117,10 @@ class SimTokenizer:
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
-        self._span = vocab_size - _RESERVED
+        # ids below _RESERVED stay for special tokens, unless the vocabulary is too small to
+        # leave any (a test model's 1,000 ids): then text uses all of it
+        self._base = _RESERVED if vocab_size > 2 * _RESERVED else 0
+        self._span = vocab_size - self._base
         self._memo: dict[str, int] = {}
         # one piece each (at most four letters), so the text of an answer encodes back to it
         self._words = [" " + w for w in _WORDS if len(w) <= 4]
@@ -126,12 +129,12 @@ class SimTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of ``text`` (there are no special tokens to add)."""
-        memo, span = self._memo, self._span
+        memo, span, base = self._memo, self._span, self._base
         ids = []
         for piece in _PIECE.findall(text):
             tid = memo.get(piece)
             if tid is None:
-                tid = _RESERVED + zlib.crc32(piece.encode()) % span
+                tid = base + zlib.crc32(piece.encode()) % span
                 if len(memo) < 1_000_000:
                     memo[piece] = tid
             ids.append(tid)

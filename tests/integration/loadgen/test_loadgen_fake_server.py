@@ -219,9 +219,11 @@ def test_cli_writes_gzip_for_a_gz_name(fake: FakeOpenAI, tmp_path: Path) -> None
 
 
 def test_the_command_is_registered() -> None:
+    import click
+
     from kvbench.cli import main
 
-    assert main.commands["loadgen"] is loadgen
+    assert main.get_command(click.Context(main), "loadgen") is loadgen
 
 
 def test_cli_rejects_an_invalid_config(tmp_path: Path) -> None:
