@@ -11,7 +11,6 @@ returned as "ignored" for a warning. Simulator-only flags: ``--profile``,
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import re
 import textwrap
@@ -264,13 +263,6 @@ def _group_unknown(extras: list[str]) -> list[str]:
     return out
 
 
-@functools.cache
-def _parser() -> argparse.ArgumentParser:
-    """One parser for every parse: building it takes milliseconds, and virtual time parses
-    the command line of every worker of every run."""
-    return build_parser()
-
-
 def parse_sim_args(argv: list[str]) -> tuple[SimConfig, list[str]]:
     """``(config, ignored flags)`` from vLLM-style arguments; raises SystemExit on errors."""
     args = list(argv)
@@ -278,7 +270,7 @@ def parse_sim_args(argv: list[str]) -> tuple[SimConfig, list[str]]:
         args = args[1:]
         if args and not args[0].startswith("-"):
             args = ["--model", args[0], *args[1:]]
-    parser = _parser()
+    parser = build_parser()  # anew: defaults read the environment (VLLM_HTTP_TIMEOUT_...)
     namespace, extras = parser.parse_known_args(args)
     try:
         config = SimConfig(**vars(namespace))
