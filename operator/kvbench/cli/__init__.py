@@ -29,6 +29,9 @@ _COMMANDS = {
 }
 """Subcommand -> the module and attribute that define it."""
 
+_EXTRAS = {"predict": "predict"}
+"""Subcommand -> the extra of kvbench that installs what it needs beyond the core."""
+
 
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -39,7 +42,15 @@ class _LazyGroup(click.Group):
         if where is None:
             return None
         module, attribute = where.split(":")
-        command = getattr(importlib.import_module(module), attribute)
+        try:
+            command = getattr(importlib.import_module(module), attribute)
+        except ModuleNotFoundError as err:
+            if cmd_name not in _EXTRAS or not err.name or err.name.startswith("kvbench"):
+                raise
+            raise click.ClickException(
+                f"kvbench {cmd_name} needs the Python package {err.name}: "
+                f"pip install 'kvbench[{_EXTRAS[cmd_name]}]'"
+            ) from None
         assert isinstance(command, click.Command)
         return command
 
