@@ -6,15 +6,15 @@ Everything the HTTP path decides from the seed is decided the same way here: the
 sequence (`build_sequence`, so the digest is the same), the schedule, prefix affinity's
 placement (`make_router`) and the Service's choice of a worker per new connection (a
 `random.Random` seeded as the local Service stand-in's, drawing once per request in the
-order requests are sent). Timing is the simulator's own: the client adds nothing, so a
-request's TTFT, ITL and end-to-end latency are the engine's, frontend latency included.
+order requests are sent). Timing is the simulator's own: the client adds only its time per
+send (`SEND_SECONDS`), so a request's TTFT, ITL and end-to-end latency are the engine's,
+frontend latency included.
 """
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 
 from kvbench.api.units import parse_duration
 from kvbench.loadgen.arrivals import Schedule, measured_schedule, warmup_schedule
@@ -23,7 +23,7 @@ from kvbench.loadgen.config import PrefixAffinityTarget, RunConfig, UrlTarget
 from kvbench.loadgen.counters import PodCounters, pod_deltas
 from kvbench.loadgen.loop_monitor import ClientHealth
 from kvbench.loadgen.measure import conditions_of
-from kvbench.loadgen.records import RequestRecord, SimTiming, request_identity
+from kvbench.loadgen.records import RequestRecord, request_identity, sim_timing
 from kvbench.loadgen.results import CounterReport, LoadgenResult, Window
 from kvbench.loadgen.routing import make_router
 from kvbench.loadgen.summary import summarize_records, warnings
@@ -76,7 +76,7 @@ class _Run:
                 raise ValueError("a Service arm in virtual time needs its balancer's seed")
             # the stand-in's first connection is the back end's check that it listens: it
             # draws a worker for it too, before any request
-            self.service.choice(list(workers))
+            self.service.choice(self.names)
         self.details = {n: w.config.enable_prompt_tokens_details for n, w in workers.items()}
         start = max((w.engine.core.clock for w in workers.values()), default=0.0)
         self.timeline = Timeline([w.engine.core for w in workers.values()], start, stepwise)
@@ -154,17 +154,17 @@ class _Run:
         times = r.token_times
         failed = r.finish_reason is FinishReason.ABORT
         cached = max(r.num_cached_tokens, 0)
-        sim = SimTiming(
-            worker=worker.name,
-            arrival=_r(r.arrival_time),
-            ttft=_r(r.first_token_time - r.arrival_time) if r.first_token_time else None,
-            e2e=_r(end - r.arrival_time),
-            queue=(
-                _r(r.first_scheduled_time - r.arrival_time) if r.first_scheduled_time else None
-            ),
-            itl=[_r(b - a) for a, b in pairwise(times)],
-            preemptions=r.num_preemptions,
-            cached_tokens=cached,
+        sim = sim_timing(  # the server's `kvbench` extension, read as the client reads it
+            {
+                "worker": worker.name,
+                "arrival_time": r.arrival_time,
+                "first_scheduled_time": r.first_scheduled_time,
+                "first_token_time": r.first_token_time,
+                "token_times": times,
+                "finish_time": r.finish_time,
+                "num_preemptions": r.num_preemptions,
+                "cached_tokens": cached,
+            }
         )
         return RequestRecord(
             **request_identity(request),
