@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-__all__ = ["FinishReason", "RequestStatus", "SimRequest", "output_token_id"]
+__all__ = ["FinishReason", "RequestStatus", "SimRequest", "greedy_salt", "output_token_id"]
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -23,6 +23,12 @@ def output_token_id(salt: int, index: int, vocab_size: int) -> int:
     """Deterministic pseudo-random token id for output position ``index``."""
     x = ((salt + (index + 1) * _GOLDEN) & _MASK64) * _MIX & _MASK64
     return (x ^ (x >> 31)) % vocab_size
+
+
+def greedy_salt(tokens: list[int], seed: int | None) -> int:
+    """The salt of a greedy request: equal prompts (and seeds) generate equal tokens, so their
+    generated blocks can share the prefix cache."""
+    return hash((len(tokens), tuple(tokens[-64:]), seed or 0)) & _MASK64
 
 
 class RequestStatus(enum.IntEnum):

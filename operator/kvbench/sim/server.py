@@ -76,7 +76,7 @@ from kvbench.sim.factory import SimEngine
 from kvbench.sim.http_body import read_json
 from kvbench.sim.kv_events import ZmqEventPublisher
 from kvbench.sim.metrics import render_metrics
-from kvbench.sim.request import SimRequest
+from kvbench.sim.request import SimRequest, greedy_salt
 from kvbench.sim.responses import DONE, LogprobEncoder, ResponseWriter, error_event
 from kvbench.sim.tokenizer import load_tokenizer
 
@@ -309,7 +309,7 @@ class SimServer:
 
     def _salt(self, tokens: list[int], body: CompletionRequest | ChatCompletionRequest) -> int:
         """Greedy requests with equal prompts generate equal tokens; sampled ones do not."""
-        salt = hash((len(tokens), tuple(tokens[-64:]), body.seed or 0))
+        salt = greedy_salt(tokens, body.seed)
         if body.seed is None and body.temperature is not None and body.temperature > 0:
             salt ^= next(self._salts) * 0x9E3779B97F4A7C15
         return salt & _MASK64

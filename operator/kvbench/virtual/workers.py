@@ -16,14 +16,11 @@ from kvbench.loadgen.counters import PodCounters
 from kvbench.loadgen.workload import Request
 from kvbench.sim.args import parse_sim_args
 from kvbench.sim.factory import SimEngine, build_engine
-from kvbench.sim.request import SimRequest
+from kvbench.sim.request import SimRequest, greedy_salt
 from kvbench.sim.timing import TimingProfile
 from kvbench.sim.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["VirtualWorker"]
-
-_MASK64 = (1 << 64) - 1
-
 
 class VirtualWorker:
     """One simulated server start: engine, tokenizer and metrics, on no clock of its own."""
@@ -83,14 +80,12 @@ class VirtualWorker:
                 f"{request.max_tokens} output tokens and your prompt contains {len(tokens)} "
                 "input tokens"
             )
-        # the server's `_salt` for a greedy request without a seed: equal prompts, equal tokens
-        salt = hash((len(tokens), tuple(tokens[-64:]), 0)) & _MASK64
         return SimRequest(
             f"{self.name}-{request.phase}-{request.index}",
             tokens,
             request.max_tokens,
             arrival_time=0.0,
-            salt=salt,
+            salt=greedy_salt(tokens, None),
             vocab_size=self.tokenizer.vocab_size,
             answer_ids=self.tokenizer.answer_ids,
             notify=notify,
