@@ -51,7 +51,7 @@ def test_a_start_cancelled_midway_leaves_nothing_after_teardown(backend: Backend
 def test_workers_never_ready_fail_with_the_pod_and_why(backend: Backend) -> None:
     # Long enough for a loaded machine's simulator to start and log why it is not ready.
     experiment = small_experiment(
-        engine={"extraArgs": ["--load-seconds", "120"]}, timeouts={"workersReady": "20s"}
+        engine={"extraArgs": ["--load-seconds", "120"]}, timeouts={"workersReady": "45s"}
     )
     spec = experiment.spec
 

@@ -1,4 +1,4 @@
-"""Twenty experiments created at once in three namespaces, each wanting one of the test
+"""Twelve experiments created at once in three namespaces, each wanting one of the test
 cluster's two GPUs: every one ends Succeeded, those that do not fit wait in Pending with the
 reason and start as GPUs free (never while a GPU they need is free), the operator keeps up with
 their status updates and its memory stays bounded."""
@@ -23,7 +23,7 @@ from kvbench.testing.node.processes import pids_with_env
 
 pytestmark = pytest.mark.slow
 
-EXPERIMENTS, NAMESPACES, GPUS = 20, 3, 2
+EXPERIMENTS, NAMESPACES, GPUS = 12, 3, 2
 IDLE_GPU_GRACE = 15.0
 """Seconds a GPU may stay free while an experiment waits: the operator asks again every 5 s
 and a run's pods take a few seconds to be placed."""
@@ -63,7 +63,7 @@ def _gpus_in_use(cluster: TestCluster) -> int:
     return used
 
 
-def test_twenty_experiments_share_two_gpus_waiting_pending_for_them(
+def test_twelve_experiments_share_two_gpus_waiting_pending_for_them(
     cluster: TestCluster, operator: dict, seed: int
 ) -> None:
     namespaces = [f"many-{i}" for i in range(NAMESPACES)]

@@ -33,6 +33,23 @@ _EXTRAS = {"predict": "predict"}
 """Subcommand -> the extra of kvbench that installs what it needs beyond the core."""
 
 
+def _missing_extra(name: str, package: str) -> click.Command:
+    """A stand-in for a subcommand whose extra is not installed: `kvbench --help` still lists
+    it (and exits 0), and invoking it says which extra to install instead of a traceback."""
+    install = f"pip install 'kvbench[{_EXTRAS[name]}]'"
+
+    def refuse() -> None:
+        raise click.ClickException(f"kvbench {name} needs the Python package {package}: {install}")
+
+    return click.Command(
+        name,
+        callback=refuse,
+        help=f"Not installed: needs {package} ({install}).",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
+
+
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(_COMMANDS)
@@ -47,10 +64,7 @@ class _LazyGroup(click.Group):
         except ModuleNotFoundError as err:
             if cmd_name not in _EXTRAS or not err.name or err.name.startswith("kvbench"):
                 raise
-            raise click.ClickException(
-                f"kvbench {cmd_name} needs the Python package {err.name}: "
-                f"pip install 'kvbench[{_EXTRAS[cmd_name]}]'"
-            ) from None
+            return _missing_extra(cmd_name, err.name)
         assert isinstance(command, click.Command)
         return command
 
