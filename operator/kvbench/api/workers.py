@@ -42,6 +42,15 @@ class PoolSimulation(SpecModel):
         description="Timing profile name (see `kvbench sim --help`)",
     )
     gpu_memory_bytes: ByteSize | None = Field(None, description="Memory of the simulated GPU")
+    workers_per_gpu: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Workers of this pool that share one simulated GPU, in order (the first "
+        "k on one GPU, the next k on the next): a step's GPU time is multiplied by the number "
+        "of them running a step when it starts, as time-slicing divides a GPU (local and "
+        "virtual runs; docs/simulator.md)",
+    )
 
 
 class WorkerPool(Placement):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 
 import numpy as np
@@ -30,6 +30,7 @@ from kvbench.sim.timing import TimingProfile, default_profile_name, resolve_prof
 
 __all__ = [
     "FREE",
+    "SHARED_GPU_FREE",
     "FitResult",
     "ParallelReplayer",
     "Replayer",
@@ -45,6 +46,14 @@ FREE: dict[str, str] = {
     "step_overhead_s": "seconds every step costs (scheduling, sampling, launches)",
     "frontend_s": "seconds before a request reaches the engine (HTTP, tokenizing)",
 }
+
+SHARED_GPU_FREE: dict[str, str] = {
+    **FREE,
+    "bandwidth": "effective weight bytes/s: the part of every step a shared GPU divides",
+}
+"""FREE and the weights' bandwidth, for runs where workers share a GPU: there a step's GPU
+time is multiplied by the workers running and its overhead is not, so the two are separate
+numbers (alone they are one)."""
 
 _FLOOR = {"step_overhead_s": 1e-4, "frontend_s": 1e-4}
 """Starting values for constants a profile may set to 0 (log space needs a positive one)."""
@@ -96,10 +105,10 @@ def base_profile(experiment: BenchmarkExperiment) -> TimingProfile:
     return resolve_profile(found.pop())
 
 
-def _start(base: TimingProfile) -> dict[str, float]:
+def _start(base: TimingProfile, free: Mapping[str, str]) -> dict[str, float]:
     values = base.model_dump()
     values["attention_bandwidth"] = base.attention_bandwidth or base.bandwidth
-    return {name: max(float(values[name]), _FLOOR.get(name, 0.0)) for name in FREE}
+    return {name: max(float(values[name]), _FLOOR.get(name, 0.0)) for name in free}
 
 
 def with_constants(
@@ -157,14 +166,15 @@ def fit_profile(
     start: dict[str, float] | None = None,
     replayer: Replayer = replay_serial,
     name: str = "fitted",
+    free: Mapping[str, str] = FREE,
 ) -> FitResult:
-    """Fit FREE's constants of `base` to `runs` (of `experiment`) with at most `budget`
+    """Fit the `free` constants of `base` to `runs` (of `experiment`) with at most `budget`
     evaluations (each replays every run; the search stops at the budget with the best point
     so far); `start` (constants) overrides where the search
     begins, `prior` is the pull back to `base` per unit of log change."""
-    origin = _start(base)
+    origin = _start(base, free)
     begin = start or origin
-    names = list(FREE)
+    names = list(free)
     ids = [r.run.id for r in runs]
     x0 = np.array([math.log(begin[n] / origin[n]) for n in names])
     seen: dict[tuple[float, ...], np.ndarray] = {}

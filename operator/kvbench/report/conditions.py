@@ -134,7 +134,11 @@ def _hardware(spec: ExperimentSpec, records: list[RunRecord]) -> str:
     pools = []
     for pool in spec.workers:
         profile = (pool.simulation and pool.simulation.profile) or spec.simulator.profile
-        pools.append(f"{pool.name} x{pool.replicas}" + (f" (profile {profile})" if profile else ""))
+        notes = [f"profile {profile}"] if profile else []
+        shared = pool.simulation.workers_per_gpu if pool.simulation is not None else 1
+        if shared > 1 and not gpus:
+            notes.append(f"{shared} per simulated GPU, time-sliced")
+        pools.append(f"{pool.name} x{pool.replicas}" + (f" ({', '.join(notes)})" if notes else ""))
     where = f"GPUs {', '.join(gpus)}" if gpus else "profiles as listed when simulated"
     return f"{spec.total_workers} workers: {', '.join(pools)}; {where}"
 

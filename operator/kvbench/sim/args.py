@@ -201,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--worker-id", help="name of this worker in logs, metrics and responses")
     sim.add_argument(
+        "--shared-gpu",
+        help="a file every worker sharing this worker's GPU names: their steps' GPU time is "
+        "divided among those running at once (time-slicing; needs --time-scale > 0)",
+    )
+    sim.add_argument(
+        "--shared-gpu-slot",
+        type=int,
+        help="this worker's place among the workers of --shared-gpu (0, 1, ...)",
+    )
+    sim.add_argument(
         "--kv-capacity-jitter",
         type=float,
         default=0.0,

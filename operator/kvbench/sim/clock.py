@@ -47,6 +47,8 @@ class EngineClock:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._origin = time.monotonic() - self.core.clock * self.time_scale
+        if self.core.gpu is not None:
+            self.core.gpu.bind(self._wall)
         self._task = loop.create_task(self._run(), name="kvbench-sim-engine")
 
     async def stop(self) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kvbench.sim.gpu_share import MAX_WORKERS_PER_GPU
 from kvbench.sim.hashing import HashAlgo
 
 __all__ = ["KVEventsConfig", "SimConfig"]
@@ -66,6 +67,8 @@ class SimConfig(BaseModel):
     gpu_memory_bytes: int | None = Field(default=None, gt=0)
     time_scale: float = Field(default=1.0, ge=0)
     worker_id: str | None = None
+    shared_gpu: str | None = None
+    shared_gpu_slot: int | None = Field(default=None, ge=0, lt=MAX_WORKERS_PER_GPU)
     kv_capacity_jitter: float = Field(default=0.0, ge=0, lt=1)
     load_seconds: float = Field(default=0.0, ge=0)
     prefix_cache_stats_at: Literal["admission", "lookup"] = "admission"
@@ -79,6 +82,12 @@ class SimConfig(BaseModel):
         if isinstance(value, str):
             return json.loads(value)
         return value
+
+    @model_validator(mode="after")
+    def _shared_gpu_needs_its_slot(self) -> SimConfig:
+        if (self.shared_gpu is None) != (self.shared_gpu_slot is None):
+            raise ValueError("--shared-gpu and --shared-gpu-slot go together")
+        return self
 
     @property
     def served_model_names(self) -> list[str]:

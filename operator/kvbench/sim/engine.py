@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvbench.sim.block_pool import KVEvent
+from kvbench.sim.gpu_share import GpuShare
 from kvbench.sim.kv_cache import KVCacheManager
 from kvbench.sim.metrics import EngineGauges, EngineStats
 from kvbench.sim.request import FinishReason, RequestStatus, SimRequest
@@ -48,7 +49,8 @@ class StepResult:
 
 
 class EngineCore:
-    """Scheduler + KV cache + cost model on one virtual clock."""
+    """Scheduler + KV cache + cost model on one virtual clock; `gpu` when the GPU is shared
+    with other workers (each step's GPU time then depends on theirs)."""
 
     def __init__(
         self,
@@ -59,8 +61,10 @@ class EngineCore:
         stats: EngineStats,
         on_kv_events: Callable[[list[KVEvent]], None] | None = None,
         async_scheduling: bool = True,
+        gpu: GpuShare | None = None,
     ) -> None:
         self.kv = kv
+        self.gpu = gpu
         self.scheduler = scheduler
         self.async_scheduling = async_scheduling
         scheduler.hold_finished = async_scheduling
@@ -138,9 +142,13 @@ class EngineCore:
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
+        gpu = self.gpu
+        sharing = 1 if gpu is None else 1 + gpu.others_running(start)
         end = start + self.cost.step_time(
-            batch.num_tokens, batch.context_tokens, batch.attention_pairs
+            batch.num_tokens, batch.context_tokens, batch.attention_pairs, sharing
         )
+        if gpu is not None:
+            gpu.occupy(start, end)
         self.clock = end
         self._last_start, self._last_end = start, end
         self.num_steps += 1
@@ -168,6 +176,7 @@ class EngineCore:
         the next block boundary or finish are one stretch: their ends are a sum of step times
         and each request's tokens are appended at once (`_stretch`)."""
         scheduler, kv, stats, cost = self.scheduler, self.kv, self.stats, self.cost
+        gpu = self.gpu
         running = scheduler.running
         bs, pool = kv.block_size, kv.pool
         last = scheduler.max_model_len - 1
@@ -213,7 +222,10 @@ class EngineCore:
                 for request in running:
                     allocated = kv.allocate_slots(request, 1)
                     assert allocated, "blocks were counted free"
-            end = start + cost.step_time(len(running), context, float(context))
+            sharing = 1 if gpu is None else 1 + gpu.others_running(start)
+            end = start + cost.step_time(len(running), context, float(context), sharing)
+            if gpu is not None:
+                gpu.occupy(start, end)
             self.clock = end
             self._last_start, self._last_end = start, end
             self.num_steps += 1
@@ -245,15 +257,19 @@ class EngineCore:
         first = limit if limit < arrival else arrival
         ends: list[float] = []
         start = self.clock
+        gpu = self.gpu
         for _ in range(steps):
             if start >= first:
                 break
-            end = start + cost.step_time(batch, context, float(context))
+            sharing = 1 if gpu is None else 1 + gpu.others_running(start)
+            end = start + cost.step_time(batch, context, float(context), sharing)
             ends.append(end)
             self._last_start, start = start, end
             context += batch
         if not ends:
             return [], self.clock
+        if gpu is not None:
+            gpu.occupy(self.clock, start)
         taken = len(ends)
         self.clock = self._last_end = start
         self.num_steps += taken

@@ -10,6 +10,7 @@ from kvbench.sim.capacity import GIB, KVCapacity, compute_capacity
 from kvbench.sim.config import SimConfig
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.geometry import ModelGeometry, resolve_geometry
+from kvbench.sim.gpu_share import GpuShare
 from kvbench.sim.kv_cache import KVCacheManager
 from kvbench.sim.metrics import EngineStats
 from kvbench.sim.scheduler import Scheduler
@@ -71,9 +72,11 @@ def build_engine(
     config: SimConfig,
     on_kv_events: Callable[[list[KVEvent]], None] | None = None,
     profile: TimingProfile | None = None,
+    gpu: GpuShare | None = None,
 ) -> SimEngine:
     """Resolve defaults, compute capacity (may raise like vLLM) and assemble the engine;
-    `profile` replaces the named one (a profile fitted to measurements, not in the table)."""
+    `profile` replaces the named one (a profile fitted to measurements, not in the table);
+    `gpu` is this worker's share of a GPU other workers use too."""
     geometry = resolve_geometry(config.model)
     if profile is None:
         profile = resolve_profile(config.profile or default_profile_name(geometry))
@@ -130,6 +133,7 @@ def build_engine(
         stats=EngineStats(max_model_len=max_model_len),
         on_kv_events=on_kv_events,
         async_scheduling=config.async_scheduling,
+        gpu=gpu,
     )
     return SimEngine(
         config=config,

@@ -12,11 +12,13 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 from kvbench.sim.capacity import InsufficientKVCacheError
 from kvbench.sim.config import SimConfig
 from kvbench.sim.factory import build_engine
 from kvbench.sim.geometry import UnknownModelError
+from kvbench.sim.gpu_share import FileGpuShare
 from kvbench.sim.kv_events import ZmqEventPublisher
 from kvbench.sim.server import SimServer, start_server
 
@@ -48,6 +50,19 @@ def configure_logging() -> None:
     uvicorn_logger.setLevel(logging.INFO)
 
 
+def _shared_gpu(config: SimConfig) -> FileGpuShare | None:
+    """This worker's place on a GPU other `kvbench sim` processes share (`--shared-gpu`)."""
+    if config.shared_gpu is None or config.shared_gpu_slot is None:
+        return None
+    if config.time_scale == 0:
+        raise ValueError(
+            "--shared-gpu needs --time-scale > 0: workers share a GPU on the wall clock"
+        )
+    logger.info("GPU shared with the workers of %s, slot %d", config.shared_gpu,
+                config.shared_gpu_slot)  # fmt: skip
+    return FileGpuShare(Path(config.shared_gpu), config.shared_gpu_slot)
+
+
 async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> int:
     """Build the engine, log vLLM's start-up lines, serve until SIGINT/SIGTERM."""
     for flag in unknown_flags or []:
@@ -57,8 +72,9 @@ async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> in
         publisher = ZmqEventPublisher(config.kv_events_config, block_size=config.block_size)
         logger.info("Starting ZMQ publisher on %s", publisher.last_endpoint)
     try:
-        sim = build_engine(config, on_kv_events=publisher.publish if publisher else None)
-    except (InsufficientKVCacheError, UnknownModelError, ValueError) as exc:
+        gpu = _shared_gpu(config)
+        sim = build_engine(config, on_kv_events=publisher.publish if publisher else None, gpu=gpu)
+    except (InsufficientKVCacheError, UnknownModelError, ValueError, OSError) as exc:
         logger.error("%s", exc)
         if publisher is not None:
             publisher.close()

@@ -222,21 +222,23 @@ class CostModel:
         self.frontend_s = profile.frontend_s
         self.frontend_per_token_s = profile.frontend_per_token_s
 
-    def step_time(self, num_tokens: int, context_tokens: int, attention_pairs: float) -> float:
+    def step_time(
+        self, num_tokens: int, context_tokens: int, attention_pairs: float, sharing: int = 1
+    ) -> float:
         """Seconds for a step computing ``num_tokens`` tokens.
 
         ``context_tokens`` is the KV the step reads (every scheduled request's context
         including its new tokens), ``attention_pairs`` the (query, key) pairs attended.
+        ``sharing`` workers run steps on the GPU at once (this one included): the rooflines
+        take that many times longer, the host's per-step overhead does not
+        (``kvbench.sim.gpu_share``).
         """
         dense = num_tokens * self.flops_per_token / self.flops
         weights = self.weight_bytes / self.bandwidth
         attention = attention_pairs * self.attn_flops_per_pair / self.flops
         kv = context_tokens * self.kv_bytes_per_token / self.attention_bandwidth
-        gpu = (
-            (dense if dense > weights else weights)
-            + (attention if attention > kv else kv)
-            + self.step_overhead
-        )
+        gpu = (dense if dense > weights else weights) + (attention if attention > kv else kv)
+        gpu = gpu * sharing + self.step_overhead
         if self.enforce_eager:
             return (gpu if gpu > self.eager_launch else self.eager_launch) + self.eager_extra
         return gpu

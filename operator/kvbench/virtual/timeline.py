@@ -83,15 +83,20 @@ class Timeline:
     def _unseen_before(self, core: EngineCore) -> float:
         """The earliest time a request `core` has not been given could reach it: sends come
         from pending events and from other engines' steps, none of them earlier than the
-        first event or another engine's next decision, and take the frontend latency."""
+        first event or another engine's next decision, and take the frontend latency. On a
+        shared GPU, also another engine's next decision: a step that starts after it runs
+        beside that engine's."""
         first = self._events[0][0] if self._events else math.inf
+        decision = math.inf
         for other in self.cores:
             if other is core:
                 continue
             if other.scheduler.has_work:
-                first = min(first, other.clock)
+                decision = min(decision, other.clock)
             else:
                 arrival = other.next_arrival_time()
                 if arrival is not None:
-                    first = min(first, max(arrival, other.clock))
-        return first + core.cost.frontend_s
+                    decision = min(decision, max(arrival, other.clock))
+        limit = min(first, decision) + core.cost.frontend_s
+        # On a shared GPU another engine's next step prices this one's from its start.
+        return min(limit, decision) if core.gpu is not None else limit

@@ -16,21 +16,35 @@ from kvbench.loadgen.counters import PodCounters
 from kvbench.loadgen.workload import Request
 from kvbench.sim.args import parse_sim_args
 from kvbench.sim.factory import SimEngine, build_engine
+from kvbench.sim.gpu_share import InProcessGpu
 from kvbench.sim.request import SimRequest, greedy_salt
 from kvbench.sim.timing import TimingProfile
 from kvbench.sim.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["VirtualWorker"]
 
+
 class VirtualWorker:
     """One simulated server start: engine, tokenizer and metrics, on no clock of its own."""
 
-    def __init__(self, name: str, argv: list[str], profile: TimingProfile | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        profile: TimingProfile | None = None,
+        gpus: dict[str, InProcessGpu] | None = None,
+    ) -> None:
         """`argv`: `kvbench sim serve`'s arguments (from `serve` on); `profile` replaces the
-        named timing profile (a fitted one, `kvbench predict`)."""
+        named timing profile (a fitted one, `kvbench predict`); `gpus` holds the shared GPUs
+        of one start by their `--shared-gpu` name, where this worker takes its slot."""
         config, self.ignored_flags = parse_sim_args(argv)
         self.name = name
-        self.engine: SimEngine = build_engine(config, profile=profile)
+        gpu = None
+        if config.shared_gpu is not None and config.shared_gpu_slot is not None:
+            if gpus is None:
+                raise ValueError(f"{name}: --shared-gpu without the start's shared GPUs")
+            gpu = gpus.setdefault(config.shared_gpu, InProcessGpu()).member(config.shared_gpu_slot)
+        self.engine: SimEngine = build_engine(config, profile=profile, gpu=gpu)
         self.engine.core.stats.observe_latencies = False  # no /metrics page to render
         self.config = config
         vocab = self.engine.geometry.vocab_size

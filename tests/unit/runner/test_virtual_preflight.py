@@ -77,3 +77,16 @@ def test_the_cluster_refuses_virtual_time() -> None:
 
     [problem] = kube_problems(_spec(virtual))
     assert problem.startswith("spec.simulator.mode: virtual")
+
+
+def test_the_cluster_refuses_a_simulated_shared_gpu() -> None:
+    """Catches `simulation.workersPerGpu` silently doing nothing on a cluster, where each
+    simulated pod is its own process with no share to see."""
+
+    def shared(spec):
+        spec["routing"] = [{"name": "s", "service": {}}]
+        spec["simulator"] = {"onCluster": True}
+        spec["workers"][0]["simulation"] = {"workersPerGpu": 2}
+
+    [problem] = kube_problems(_spec(shared))
+    assert problem.startswith("spec.workers[0] (") and ".simulation.workersPerGpu:" in problem

@@ -40,6 +40,14 @@ def kube_problems(spec: ExperimentSpec) -> list[str]:
                 f"spec.routing[{i}] ({arm.name}).router.implementation: only vllm-router is "
                 "deployed by kvbench"
             )
+    if spec.simulator.on_cluster:
+        for i, pool in enumerate(spec.workers):
+            if pool.simulation is not None and pool.simulation.workers_per_gpu > 1:
+                problems.append(
+                    f"spec.workers[{i}] ({pool.name}).simulation.workersPerGpu: simulated "
+                    "pods on a cluster each model a GPU of their own; a shared GPU is "
+                    "simulated by kvbench run (local or --virtual)"
+                )
     if spec.simulator.mode == "virtual":
         problems.append(
             "spec.simulator.mode: virtual runs workers and load in one process with no pods "

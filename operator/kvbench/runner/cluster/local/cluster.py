@@ -37,7 +37,7 @@ from kvbench.runner.cluster.local.children import LocalChildren
 from kvbench.runner.cluster.local.launcher import WorkerLauncher, WorkerSlot
 from kvbench.runner.cluster.local.load import LocalLoads
 from kvbench.runner.cluster.local.sim_workers import SimLauncher
-from kvbench.runner.cluster.local.workers import LOCAL_NODE, start_worker
+from kvbench.runner.cluster.local.workers import LOCAL_NODE, shared_gpu_of, start_worker
 from kvbench.runner.failures import LoadFailed, WorkersNotReady
 
 if TYPE_CHECKING:
@@ -112,10 +112,17 @@ class LocalCluster(Cluster):
         if arm.dynamo is not None:
             return await self._start_dynamo(spec, engine, arm, names)
         log_dir = self.work_dir / "logs" / f"{names.prefix}-{variant}"
-        pods = [(pool, f"{pool.name}-{i}") for pool in spec.workers for i in range(pool.replicas)]
+        log_dir.mkdir(parents=True, exist_ok=True)
+        pods = [(p, i, f"{p.name}-{i}") for p in spec.workers for i in range(p.replicas)]
         slots = [
-            WorkerSlot(pool, name, ordinal, names.worker_seed(spec.load.seed, name))
-            for ordinal, (pool, name) in enumerate(pods)
+            WorkerSlot(
+                pool,
+                name,
+                ordinal,
+                names.worker_seed(spec.load.seed, name),
+                shared_gpu_of(pool, index, str(log_dir)),
+            )
+            for ordinal, (pool, index, name) in enumerate(pods)
         ]
         alone = 1 if self.launcher.warm_first and not self._warmed else 0
         results = await self._start_each(spec, engine, slots[:alone], log_dir)

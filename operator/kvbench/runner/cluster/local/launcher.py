@@ -18,12 +18,14 @@ __all__ = ["WorkerLauncher", "WorkerProcess", "WorkerSlot"]
 
 @dataclass(frozen=True)
 class WorkerSlot:
-    """One worker of one start: its pool, name, place among the start's workers, and seed."""
+    """One worker of one start: its pool, name, place among the start's workers, seed, and
+    the GPU it shares with other simulated workers (`shared_gpu_of`)."""
 
     pool: WorkerPool
     name: str
     ordinal: int
     seed: int
+    shared_gpu: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ class SimLauncher(WorkerLauncher):
     def process(
         self, spec: ExperimentSpec, engine: EngineSpec, slot: WorkerSlot, host: str, port: int
     ) -> WorkerProcess:
-        argv = sim_command(spec, engine, slot.pool, slot.name, host, port, slot.seed)
+        argv = sim_command(
+            spec, engine, slot.pool, slot.name, host, port, slot.seed, slot.shared_gpu
+        )
         return WorkerProcess(argv=argv, env=engine_env(engine))
 
     async def image(self, client: httpx.AsyncClient, base_url: str) -> str:

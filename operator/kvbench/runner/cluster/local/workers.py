@@ -32,6 +32,7 @@ __all__ = [
     "LOCAL_NODE",
     "engine_env",
     "kv_events_args",
+    "shared_gpu_of",
     "sim_command",
     "start_worker",
     "wait_serving",
@@ -64,12 +65,25 @@ def sim_command(
     host: str,
     port: int,
     seed: int,
+    shared_gpu: tuple[str, int] | None = None,
 ) -> list[str]:
-    """The command line of one simulated worker."""
+    """The command line of one simulated worker; `shared_gpu` its (file, slot) on a GPU it
+    shares (`shared_gpu_of`)."""
     args = engine.model_copy(update={"port": port}).vllm_args()
     command = [sys.executable, "-m", "kvbench", "sim", "serve", *args, "--host", host]
     command += ["--worker-id", name, "--seed", str(seed), *spec.simulator.flags(pool)]
+    if shared_gpu is not None:
+        command += ["--shared-gpu", shared_gpu[0], "--shared-gpu-slot", str(shared_gpu[1])]
     return command
+
+
+def shared_gpu_of(pool: WorkerPool, index: int, where: str) -> tuple[str, int] | None:
+    """The GPU the `index`-th worker of `pool` shares, as a (file under `where`, slot) pair,
+    when the pool's `simulation.workersPerGpu` puts several on one; None when it has one."""
+    per_gpu = pool.simulation.workers_per_gpu if pool.simulation is not None else 1
+    if per_gpu == 1:
+        return None
+    return f"{where}/{pool.name}-gpu{index // per_gpu}.share", index % per_gpu
 
 
 def worker_kv_events(

@@ -34,9 +34,10 @@ from kvbench.runner.cluster.base import (
     UrlEndpoint,
     WorkerInfo,
 )
-from kvbench.runner.cluster.local.workers import sim_command
+from kvbench.runner.cluster.local.workers import shared_gpu_of, sim_command
 from kvbench.runner.cluster.virtual.preflight import virtual_problems
 from kvbench.runner.failures import LoadFailed, WorkersNotReady
+from kvbench.sim.gpu_share import InProcessGpu
 from kvbench.sim.timing import TimingProfile
 from kvbench.virtual.load import run_virtual_load
 from kvbench.virtual.workers import VirtualWorker
@@ -98,13 +99,15 @@ class VirtualCluster(Cluster):
     ) -> list[WorkerInfo]:
         self._workers = {}
         infos, failures = [], {}
+        gpus: dict[str, InProcessGpu] = {}
         for pool in spec.workers:
             for i in range(pool.replicas):
                 name = f"{pool.name}-{i}"
                 seed = names.worker_seed(spec.load.seed, name)
-                argv = sim_command(spec, engine, pool, name, VIRTUAL_NODE, 0, seed)
+                shared = shared_gpu_of(pool, i, VIRTUAL_NODE)
+                argv = sim_command(spec, engine, pool, name, VIRTUAL_NODE, 0, seed, shared)
                 try:
-                    worker = VirtualWorker(name, argv[argv.index("serve") :], self.profile)
+                    worker = VirtualWorker(name, argv[argv.index("serve") :], self.profile, gpus)
                 except (ValueError, SystemExit) as err:
                     failures[name] = f"{type(err).__name__}: {err}"
                     continue
