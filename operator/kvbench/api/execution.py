@@ -11,6 +11,7 @@ from kvbench.api.names import ImageRef, LiteralArg
 from kvbench.api.units import ByteSize, Duration, parse_duration
 
 if TYPE_CHECKING:
+    from kvbench.api.routing import RoutingArm
     from kvbench.api.workers import WorkerPool
 
 __all__ = [
@@ -123,6 +124,22 @@ class Simulator(SpecModel):
     kv_capacity_jitter: float = Field(
         0.0, ge=0, le=0.5, description="Vary KV capacity per start by up to this fraction"
     )
+    router_time_scale: float | None = Field(
+        1.0,
+        ge=0,
+        le=1000,
+        description="Time scale of the runs of an arm whose router is a process of its own "
+        "(router, dynamo): it balances by the requests in flight on the wall clock, so its "
+        "choices follow the simulated hardware only where the simulated times are long "
+        "against its own latency and the machine's (1: real time; docs/simulator.md); "
+        "null: timeScale",
+    )
+
+    def time_scale_of(self, arm: "RoutingArm") -> float:
+        """The time scale `arm`'s runs go at (its workers and its load generator)."""
+        if self.router_time_scale is not None and (arm.router or arm.dynamo) is not None:
+            return self.router_time_scale
+        return self.time_scale
 
     def flags(self, pool: "WorkerPool") -> list[str]:
         """The simulator-only flags of one pool's workers (the same on every back end)."""

@@ -252,6 +252,15 @@ class ExperimentSpec(SpecModel):
             return {"default": self.engine}
         return {v.name: self.engine.with_overrides(v.engine) for v in self.variants}
 
+    def for_arm(self, arm: RoutingArm) -> "ExperimentSpec":
+        """The spec as `arm`'s runs see it: the simulator at the arm's time scale
+        (`Simulator.time_scale_of`), so its workers and load generator go at it."""
+        scale = self.simulator.time_scale_of(arm)
+        if scale == self.simulator.time_scale:
+            return self
+        simulator = self.simulator.model_copy(update={"time_scale": scale})
+        return self.model_copy(update={"simulator": simulator})
+
     @property
     def total_workers(self) -> int:
         return sum(pool.replicas for pool in self.workers)

@@ -125,7 +125,7 @@ def plan_experiment(
                     spec, point, warmup + measured, durations, trace
                 ),
                 estimated_local_seconds=estimate_local_seconds(
-                    spec, point, warmup + measured, durations, trace
+                    spec.for_arm(arm), point, warmup + measured, durations, trace
                 ),
             )
         )

@@ -144,10 +144,12 @@ class _OutOfBudget(Exception):
     pass
 
 
-def _residuals(runs: Sequence[MeasuredRun], replayed: list[Figures]) -> list[float]:
+def _residuals(
+    runs: Sequence[MeasuredRun], replayed: list[Figures], figures: Sequence[str]
+) -> list[float]:
     out = []
     for measured, got in zip(runs, replayed, strict=True):
-        for name in FITTED:
+        for name in figures:
             want = measured.figures.get(name)
             if want is None or want <= 0:
                 continue
@@ -167,11 +169,12 @@ def fit_profile(
     replayer: Replayer = replay_serial,
     name: str = "fitted",
     free: Mapping[str, str] = FREE,
+    figures: Sequence[str] = FITTED,
 ) -> FitResult:
-    """Fit the `free` constants of `base` to `runs` (of `experiment`) with at most `budget`
-    evaluations (each replays every run; the search stops at the budget with the best point
-    so far); `start` (constants) overrides where the search
-    begins, `prior` is the pull back to `base` per unit of log change."""
+    """Fit the `free` constants of `base` to `figures` of `runs` (of `experiment`) with at
+    most `budget` evaluations (each replays every run; the search stops at the budget with
+    the best point so far); `start` (constants) overrides where the search begins, `prior`
+    is the pull back to `base` per unit of log change."""
     origin = _start(base, free)
     begin = start or origin
     names = list(free)
@@ -194,7 +197,7 @@ def fit_profile(
         jobs = [(r.run, with_constants(base, constants(x), name, ids)) for x in new for r in runs]
         replayed = replayer(experiment, jobs)
         for i, x in enumerate(new):
-            data = _residuals(runs, replayed[i * len(runs) : (i + 1) * len(runs)])
+            data = _residuals(runs, replayed[i * len(runs) : (i + 1) * len(runs)], figures)
             seen[key(x)] = np.array(data + [prior * v for v in x])
             best.append((float(np.sum(np.square(data))) / max(len(data), 1), x.copy()))
 

@@ -301,7 +301,13 @@ def _clock(records: list[RunRecord], spec: ExperimentSpec) -> str:
         return "wall clock"
     if spec.simulator.mode == "virtual":
         return "virtual time (a discrete-event simulation: every time simulated)"
-    return f"{'/'.join(clocks)} clock, time scale {spec.simulator.time_scale:g}"
+    scale = f"{'/'.join(clocks)} clock, time scale {spec.simulator.time_scale:g}"
+    routed = {r.arm for r in records} & {
+        a.name for a in spec.routing if spec.simulator.time_scale_of(a) != spec.simulator.time_scale
+    }
+    if routed and spec.simulator.router_time_scale is not None:
+        scale += f" ({', '.join(sorted(routed))}: {spec.simulator.router_time_scale:g})"
+    return scale
 
 
 def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]:
@@ -344,10 +350,21 @@ def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
         arm = kinds.get(name)
         if arm is None:
             continue
+        own = spec.simulator.time_scale_of(arm)
+        if (arm.router or arm.dynamo) is not None and "wall" not in clocks and own < 1:
+            notes.append(
+                f"Arm {name} routes through a process that balances by the requests in flight "
+                f"on the wall clock, at time scale {own:g}: its own latency and this machine's "
+                "load were not scaled with the simulated times, so its choices may differ from "
+                "those on the hardware the profile describes (simulator.routerTimeScale: 1 "
+                "runs it in real time; docs/simulator.md)."
+            )
+        elif own != scale and "wall" not in clocks:
+            notes.append(f"Arm {name} ran at time scale {own:g} (simulator.routerTimeScale).")
         if arm.dynamo is not None and "scaled" in clocks:
             notes.append(
                 f"Arm {name} runs Dynamo's mocker, which reports no clock of its own: its "
-                f"latencies are wall time / {scale:g}, which multiplies the real overhead of "
+                f"latencies are wall time / {own:g}, which multiplies the real overhead of "
                 "the frontend and the client too. Compare its hit rates with every arm, its "
                 "latencies only with other mocker arms."
             )

@@ -121,7 +121,7 @@ class ExperimentRunner:
         self.hold = hold
         self.started_at: datetime | None = None
         self._workers: list[WorkerInfo] = []
-        self._workers_for: tuple[str, str] | None = None
+        self._workers_for: tuple[str, str, float] | None = None
         self._endpoint: ArmEndpoint | None = None
         self._arm_names: ChildNames | None = None
         """The attempt whose names the open arm's children carry: a router kept across runs
@@ -270,11 +270,13 @@ class ExperimentRunner:
     def _arm(self, run: PlannedRun) -> RoutingArm:
         return next(a for a in self.spec.routing if a.name == run.arm)
 
-    @staticmethod
-    def _worker_key(run: PlannedRun, arm: RoutingArm) -> tuple[str, str]:
-        """Runs that may share workers (freshness none/reset-cache): same variant, and the
-        same kind of workers (Dynamo's are per arm, its router mode is part of them)."""
-        return (run.variant, arm.name if arm.worker_kind != "vllm" else "vllm")
+    def _worker_key(self, run: PlannedRun, arm: RoutingArm) -> tuple[str, str, float]:
+        """Runs that may share workers (freshness none/reset-cache): same variant, the same
+        kind of workers (Dynamo's are per arm, its router mode is part of them) and, under
+        the simulator, the same time scale."""
+        kind = arm.name if arm.worker_kind != "vllm" else "vllm"
+        simulated = self.cluster.uses_simulator(self.spec)
+        return (run.variant, kind, self.spec.simulator.time_scale_of(arm) if simulated else 1.0)
 
     def _forget_workers(self) -> None:
         self._workers, self._workers_for, self._endpoint = [], None, None
@@ -300,14 +302,16 @@ class ExperimentRunner:
         await self._hold(state)
         if self._endpoint is None or self._endpoint.arm != arm.name:
             await self.cluster.close_arm()
-            self._endpoint = await self.cluster.open_arm(self.spec, arm, self._workers, state.names)
+            self._endpoint = await self.cluster.open_arm(
+                self.spec.for_arm(arm), arm, self._workers, state.names
+            )
             self._arm_names = state.names
         state = await self._save(
             run, state.model_copy(update={"stage": RunStage.ARM_OPEN, "endpoint": self._endpoint})
         )
         await self._hold(state)
         config = build_run_config(
-            self.spec,
+            self.spec.for_arm(arm),
             run,
             self._endpoint,
             self._workers,
@@ -316,7 +320,7 @@ class ExperimentRunner:
         )
         state = await self._save(run, state.model_copy(update={"stage": RunStage.LOAD_RUNNING}))
         await self._hold(state)
-        await self.cluster.start_load(self.spec, config, state.names)
+        await self.cluster.start_load(self.spec.for_arm(arm), config, state.names)
         state = await self._save(run, state.model_copy(update={"load_started_at": _now()}))
         await self._hold(state)
         return state
@@ -329,7 +333,11 @@ class ExperimentRunner:
         while True:
             try:
                 return await self.cluster.start_workers(
-                    self.spec, run.variant, self.spec.engines()[run.variant], arm, state.names
+                    self.spec.for_arm(arm),
+                    run.variant,
+                    self.spec.engines()[run.variant],
+                    arm,
+                    state.names,
                 )
             except NoCapacity as wait:
                 self._waiting = str(wait)

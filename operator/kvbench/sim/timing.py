@@ -139,6 +139,25 @@ PROFILES: dict[str, TimingProfile] = {
             frontend_per_token_s=2e-6,
             fitted_on=("a002.miss-ttft", "a002.hit-ttft"),
         ),
+        TimingProfile(
+            name="qwen3-0.6b-h200",
+            source="real vLLM 0.25 on an H200, Qwen3-0.6B (dummy weights), six workers "
+            "time-sliced on the GPU: roofline:h200 with its step costs fitted on the ITL and "
+            "throughput of one and two busy workers, its prefill and frontend on one request "
+            "at a time, a hit and a miss (bench/shared_gpu_check.py, "
+            "bench/results/real-vllm-0.25-h200-shared.txt)",
+            calibrated_for="Qwen3-0.6B",
+            gpu_memory_bytes=141 * 10**9,
+            non_kv_overhead_bytes=int(1.5 * GIB),
+            bandwidth=1.03e12,
+            attention_bandwidth=3.21e12,
+            flops=177e12,
+            step_overhead_s=0.000714,
+            eager_launch_per_layer_s=0.000315,
+            eager_extra_s=0.00045,
+            frontend_s=0.0117,
+            frontend_per_token_s=1e-6,
+        ),
     )
 }
 

@@ -58,3 +58,29 @@ def test_the_external_arm_shows_its_token_hit_rate(tmp_path: Path) -> None:
     ext = [line for line in text.splitlines() if "ext / default" in line and "│        8 │" in line]
     assert len(ext) == 1 and "- | 40.0 %" in ext[0]
     assert tmp_path / "hit_rate.png" in plots
+
+
+def _router_experiment(simulator: dict):
+    routing = [{"name": "service", "service": {}},
+               {"name": "cache-aware", "router": {"policy": "cache_aware"}}]  # fmt: skip
+    return example("prefix-cache-kv-aware.yaml", routing=routing, simulator=simulator)
+
+
+def _router_records():
+    return [
+        record(0, P8, 1, arm="service", request_hit_rate=0.5, latency_clock="simulated"),
+        record(1, P8, 1, arm="cache-aware", request_hit_rate=0.8, latency_clock="simulated"),
+    ]
+
+
+def test_a_router_arm_below_real_time_is_said_to_follow_the_machine() -> None:
+    """Catches a report silent where a router's choices may follow this machine's speed (a
+    router arm at time scale < 1), or one that says so of an arm in real time."""
+    fast = arm_notes(_router_experiment({"routerTimeScale": 0.05}).spec, _router_records())
+    said = [n for n in fast if n.startswith("Arm cache-aware ")]
+    assert len(said) == 1 and "time scale 0.05" in said[0] and "may differ" in said[0]
+    real = arm_notes(_router_experiment({"timeScale": 0.05}).spec, _router_records())
+    assert [n for n in real if n.startswith("Arm cache-aware ")] == [
+        "Arm cache-aware ran at time scale 1 (simulator.routerTimeScale)."
+    ]
+    assert not any(n.startswith("Arm service ") for n in fast + real)

@@ -52,13 +52,32 @@ def test_restart_freshness_starts_workers_for_every_run(tmp_path: Path) -> None:
 
 def test_no_freshness_reuses_workers_and_arms(tmp_path: Path) -> None:
     cluster = FakeCluster()
-    _run(_experiment(freshness="none"), cluster, DirectoryStore(tmp_path))
+    simulator = {"routerTimeScale": None}  # every arm at one time scale
+    _run(_experiment(freshness="none", simulator=simulator), cluster, DirectoryStore(tmp_path))
     assert cluster.starts == 1
     assert [c for c in cluster.calls if c.startswith("open")] == [
         "open:service",
         "open:cache-aware",
         "open:affinity",
     ]
+
+
+def test_router_arms_run_at_the_router_time_scale(tmp_path: Path) -> None:
+    """Catches a router arm run at the experiment's time scale, where the router (on the wall
+    clock) sees requests complete in another order than the simulated hardware would give,
+    and workers kept across arms although their clocks differ."""
+    cluster = FakeCluster()
+    experiment = _experiment(freshness="none", simulator={"timeScale": 0.05})
+    result = _run(experiment, cluster, DirectoryStore(tmp_path))
+    scales = {}
+    for record in result.records:
+        config = next(c for c in cluster.configs.values() if c.run_id == record.id)
+        scales.setdefault(record.arm, set()).add(config.time_scale)
+    assert scales == {"service": {0.05}, "cache-aware": {1.0}, "affinity": {0.05}}
+    assert cluster.starts == 3, "new workers where the time scale changes"
+    planned = {r.arm: r.estimated_local_seconds for r in ExperimentRunner(
+        experiment, FakeCluster(), DirectoryStore(tmp_path / "plan")).plan.runs}  # fmt: skip
+    assert planned["cache-aware"] > 5 * planned["service"]
 
 
 def test_child_names_come_from_the_run_index_and_fit_kubernetes(tmp_path: Path) -> None:
