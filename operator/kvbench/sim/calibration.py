@@ -159,20 +159,32 @@ def cuda_graphs() -> dict[str, float]:
     }
 
 
-def article_002() -> dict[str, float]:
-    """One Qwen3-0.6B worker of article 002, its requests one at a time."""
-    kw = {"model": "Qwen/Qwen3-0.6B", "kv_cache_memory_bytes": 1 << 30}
-    sim = _engine(**kw, gpu_memory_utilization=0.01)
+def _one_at_a_time(**kw: object) -> tuple[SimEngine, list[float]]:
+    """Article 002's request shape on one Qwen3-0.6B worker, one at a time: the TTFTs of a
+    miss, then of four hits."""
+    base = {"model": "Qwen/Qwen3-0.6B", "kv_cache_memory_bytes": 1 << 30}
+    sim = _engine(**(base | kw), gpu_memory_utilization=0.01)
     rng = random.Random(3)
     shared = [rng.randrange(1000, 150000) for _ in range(2032)]
     prompts = [shared + [rng.randrange(1000, 150000) for _ in range(339)] for _ in range(5)]
     done = run_closed_loop(sim.core, prompts, concurrency=1, max_tokens=64)
-    ttfts = [r.token_times[0] - r.arrival_time for r in done]
+    return sim, [r.token_times[0] - r.arrival_time for r in done]
+
+
+def article_002() -> dict[str, float]:
+    """One Qwen3-0.6B worker of article 002, its requests one at a time."""
+    sim, ttfts = _one_at_a_time()
     return {
         "a002.kv-tokens": sim.capacity.num_tokens,
         "a002.miss-ttft": ttfts[0],
         "a002.hit-ttft": max(ttfts[1:]),
     }
+
+
+def h200() -> dict[str, float]:
+    """The same on real vLLM's H200 profile (bench/results/real-vllm-h200-one-at-a-time)."""
+    _, ttfts = _one_at_a_time(profile="qwen3-0.6b-h200")
+    return {"h200.miss-ttft": ttfts[0], "h200.hit-ttft": max(ttfts[1:])}
 
 
 SCENARIOS: tuple[Callable[[], dict[str, float]], ...] = (
@@ -183,6 +195,7 @@ SCENARIOS: tuple[Callable[[], dict[str, float]], ...] = (
     chunked_prefill,
     cuda_graphs,
     article_002,
+    h200,
 )
 
 

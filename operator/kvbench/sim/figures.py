@@ -1,8 +1,9 @@
-"""The articles' published figures (``figures.yaml``): one table for the tests and the bench.
+"""The articles' published figures (``figures.yaml``), and real vLLM's on an H200 as this
+project measured them (``bench/results/``): one table for the tests and the bench.
 
 Which figures a timing profile was fitted on is the profile's data (``fitted_on`` in
 ``sim/timing.py``); every other figure is a prediction whose tolerance the table states
-before the simulator runs. Values here are the articles', never the simulator's.
+before the simulator runs. Values here are measured ones, never the simulator's.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ class Figure(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    article: Literal["000", "002"]
+    article: Literal["000", "002", "h200"] = Field(
+        description="article 000 or 002, or h200: real vLLM measured by this project"
+    )
     what: str
     published: float
     unit: str

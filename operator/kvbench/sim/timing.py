@@ -157,6 +157,7 @@ PROFILES: dict[str, TimingProfile] = {
             eager_extra_s=0.00045,
             frontend_s=0.0117,
             frontend_per_token_s=1e-6,
+            fitted_on=("h200.miss-ttft", "h200.hit-ttft"),  # flops, frontend_s
         ),
     )
 }

@@ -29,8 +29,8 @@ def test_every_figure_is_simulated_and_every_fit_is_in_the_table(simulated):
     for profile in PROFILES.values():
         for figure_id in profile.fitted_on:
             assert FIGURES[figure_id].profile == profile.name, figure_id
-    assert len(FITTED) == 10
-    assert len(PREDICTED) == len(FIGURES) - 10
+    assert len(FITTED) == 12
+    assert len(PREDICTED) == len(FIGURES) - 12
 
 
 def test_bands_are_tight_and_keep_the_direction():
