@@ -128,16 +128,16 @@ class Simulator(SpecModel):
         1.0,
         ge=0,
         le=1000,
-        description="Time scale of the runs of an arm whose router is a process of its own "
-        "(router, dynamo): it balances by the requests in flight on the wall clock, so its "
-        "choices follow the simulated hardware only where the simulated times are long "
-        "against its own latency and the machine's (1: real time; docs/simulator.md); "
-        "null: timeScale",
+        description="Time scale of the runs of a router arm (vllm-router): it balances by "
+        "the requests in flight on the wall clock, so its choices follow the simulated "
+        "hardware only where the simulated times are long against its own latency and the "
+        "machine's (1: real time; docs/simulator.md); null: timeScale. Dynamo arms keep "
+        "timeScale, their mocker's speed-up",
     )
 
     def time_scale_of(self, arm: "RoutingArm") -> float:
         """The time scale `arm`'s runs go at (its workers and its load generator)."""
-        if self.router_time_scale is not None and (arm.router or arm.dynamo) is not None:
+        if self.router_time_scale is not None and arm.router is not None:
             return self.router_time_scale
         return self.time_scale
 

@@ -351,7 +351,7 @@ def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
         if arm is None:
             continue
         own = spec.simulator.time_scale_of(arm)
-        if (arm.router or arm.dynamo) is not None and "wall" not in clocks and own < 1:
+        if arm.router is not None and "wall" not in clocks and own < 1:
             notes.append(
                 f"Arm {name} routes through a process that balances by the requests in flight "
                 f"on the wall clock, at time scale {own:g}: its own latency and this machine's "
