@@ -45,7 +45,9 @@ def article_002_document(name: str, prefixes: list[int], trials: int) -> dict:
     ]  # fmt: skip
     spec["workload"]["sharedPrefix"]["prefixes"] = prefixes
     spec["load"].update(concurrency=[8], trials=trials)
-    spec["simulator"] = {"onCluster": True}
+    # Router arms at the experiment's time scale, not in real time: these tests check what the
+    # operator does, not the router's choices (tests/integration/runner/test_router_time_scale.py).
+    spec["simulator"] = {"onCluster": True, "routerTimeScale": None}
     spec["cleanup"] = {"keepJobs": True}
     spec["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     return document

@@ -20,7 +20,9 @@ def small_experiment(name: str, **spec: Any) -> dict[str, Any]:
     body["workers"] = [{"name": "gpu", "replicas": 2, "nodeSelector": GPU}]
     body["workload"]["sharedPrefix"].update(prefixes=[2, 7], requestsPerPrefix=6, minRequests=24)
     body["load"].update(concurrency=[4], trials=1)
-    body["simulator"] = {"onCluster": True}
+    # Router arms at the experiment's time scale, not in real time: the campaigns check what
+    # survives faults, not the router's choices (integration/runner/test_router_time_scale.py).
+    body["simulator"] = {"onCluster": True, "routerTimeScale": None}
     body["cleanup"] = {"keepJobs": True}
     body["loadGenerator"] = {"resources": CPU_NODE_SHARE}
     body.update(spec)
