@@ -92,7 +92,7 @@ class FileGpuShare(GpuShare):
         self.path, self.slot = path, slot
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self._to_wall: Callable[[float], float] | None = None
-        self.occupy_wall(0.0)
+        self._occupy_wall(0.0)
 
     def bind(self, to_wall: Callable[[float], float]) -> None:
         self._to_wall = to_wall
@@ -113,9 +113,9 @@ class FileGpuShare(GpuShare):
         )
 
     def occupy(self, start: float, end: float) -> None:
-        self.occupy_wall(self._wall(end))
+        self._occupy_wall(self._wall(end))
 
-    def occupy_wall(self, end: float) -> None:
+    def _occupy_wall(self, end: float) -> None:
         os.pwrite(self._fd, _SLOT.pack(end), self.slot * _SLOT.size)
 
     def close(self) -> None:
