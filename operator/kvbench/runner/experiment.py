@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 from kvbench.api import (
     AttemptFailure,
     BenchmarkExperiment,
+    ExperimentSpec,
     ExperimentStatus,
     RoutingArm,
     RunRecord,
@@ -283,15 +284,17 @@ class ExperimentRunner:
         self._arm_names = None
 
     async def _prepare(self, run: PlannedRun, state: RunState) -> RunState:
-        """Workers, arm and the load generator's start, each announced before it happens."""
+        """Workers, arm and the load generator's start, each announced before it happens, on
+        the spec as the arm sees it (`ExperimentSpec.for_arm`: its time scale)."""
         arm = self._arm(run)
+        spec = self.spec.for_arm(arm)
         state = await self._save(run, state.model_copy(update={"stage": RunStage.WORKERS_STARTING}))
         await self._hold(state)
         key = self._worker_key(run, arm)
         if self.spec.freshness == "restart" or key != self._workers_for or not self._workers:
             self._forget_workers()
             await self.cluster.close_arm()
-            self._workers = await self._start_workers_once_they_fit(run, arm, state)
+            self._workers = await self._start_workers_once_they_fit(spec, run, arm, state)
             self._workers_for = key
         elif self.spec.freshness == "reset-cache":
             await self.cluster.reset_caches(self._workers)
@@ -302,16 +305,14 @@ class ExperimentRunner:
         await self._hold(state)
         if self._endpoint is None or self._endpoint.arm != arm.name:
             await self.cluster.close_arm()
-            self._endpoint = await self.cluster.open_arm(
-                self.spec.for_arm(arm), arm, self._workers, state.names
-            )
+            self._endpoint = await self.cluster.open_arm(spec, arm, self._workers, state.names)
             self._arm_names = state.names
         state = await self._save(
             run, state.model_copy(update={"stage": RunStage.ARM_OPEN, "endpoint": self._endpoint})
         )
         await self._hold(state)
         config = build_run_config(
-            self.spec.for_arm(arm),
+            spec,
             run,
             self._endpoint,
             self._workers,
@@ -320,24 +321,20 @@ class ExperimentRunner:
         )
         state = await self._save(run, state.model_copy(update={"stage": RunStage.LOAD_RUNNING}))
         await self._hold(state)
-        await self.cluster.start_load(self.spec.for_arm(arm), config, state.names)
+        await self.cluster.start_load(spec, config, state.names)
         state = await self._save(run, state.model_copy(update={"load_started_at": _now()}))
         await self._hold(state)
         return state
 
     async def _start_workers_once_they_fit(
-        self, run: PlannedRun, arm: RoutingArm, state: RunState
+        self, spec: ExperimentSpec, run: PlannedRun, arm: RoutingArm, state: RunState
     ) -> list[WorkerInfo]:
         """Fresh workers; while the cluster has not the GPUs for them, the status says so
         (Pending, with the reason) and the question is asked again."""
         while True:
             try:
                 return await self.cluster.start_workers(
-                    self.spec.for_arm(arm),
-                    run.variant,
-                    self.spec.engines()[run.variant],
-                    arm,
-                    state.names,
+                    spec, run.variant, spec.engines()[run.variant], arm, state.names
                 )
             except NoCapacity as wait:
                 self._waiting = str(wait)

@@ -142,13 +142,11 @@ class EngineCore:
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
-        gpu = self.gpu
-        sharing = 1 if gpu is None else 1 + gpu.others_running(start)
         end = start + self.cost.step_time(
-            batch.num_tokens, batch.context_tokens, batch.attention_pairs, sharing
+            batch.num_tokens, batch.context_tokens, batch.attention_pairs, self._sharing(start)
         )
-        if gpu is not None:
-            gpu.occupy(start, end)
+        if self.gpu is not None:
+            self.gpu.occupy(start, end)
         self.clock = end
         self._last_start, self._last_end = start, end
         self.num_steps += 1
@@ -222,8 +220,9 @@ class EngineCore:
                 for request in running:
                     allocated = kv.allocate_slots(request, 1)
                     assert allocated, "blocks were counted free"
-            sharing = 1 if gpu is None else 1 + gpu.others_running(start)
-            end = start + cost.step_time(len(running), context, float(context), sharing)
+            end = start + cost.step_time(
+                len(running), context, float(context), self._sharing(start)
+            )
             if gpu is not None:
                 gpu.occupy(start, end)
             self.clock = end
@@ -261,8 +260,7 @@ class EngineCore:
         for _ in range(steps):
             if start >= first:
                 break
-            sharing = 1 if gpu is None else 1 + gpu.others_running(start)
-            end = start + cost.step_time(batch, context, float(context), sharing)
+            end = start + cost.step_time(batch, context, float(context), self._sharing(start))
             ends.append(end)
             self._last_start, start = start, end
             context += batch
@@ -289,6 +287,10 @@ class EngineCore:
                 scheduler._finish(request, start, FinishReason.LENGTH, hold=scheduler.hold_finished)
                 finished.append(request)
         return self._finished(finished, start)
+
+    def _sharing(self, start: float) -> int:
+        """The workers running a step on this engine's GPU at `start`, this one included."""
+        return 1 if self.gpu is None else 1 + self.gpu.others_running(start)
 
     def _finished(self, finished: list[SimRequest], end: float) -> tuple[list[SimRequest], float]:
         """After a decode step that finished `finished`: as `step()` leaves the scheduler."""

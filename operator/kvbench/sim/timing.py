@@ -257,11 +257,11 @@ class CostModel:
         weights = self.weight_bytes / self.bandwidth
         attention = attention_pairs * self.attn_flops_per_pair / self.flops
         kv = context_tokens * self.kv_bytes_per_token / self.attention_bandwidth
-        gpu = (dense if dense > weights else weights) + (attention if attention > kv else kv)
-        gpu = gpu * sharing + self.step_overhead
+        kernels = (dense if dense > weights else weights) + (attention if attention > kv else kv)
+        step = kernels * sharing + self.step_overhead
         if self.enforce_eager:
-            return (gpu if gpu > self.eager_launch else self.eager_launch) + self.eager_extra
-        return gpu
+            return (step if step > self.eager_launch else self.eager_launch) + self.eager_extra
+        return step
 
     def frontend_latency(self, num_prompt_tokens: int) -> float:
         """Seconds between a request's arrival at the server and at the engine."""
