@@ -6,6 +6,7 @@ import ipaddress
 import json
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -128,6 +129,31 @@ def test_a_pod_runs_its_image_as_its_user_on_the_node_network(
     assert uid == "10001"
     assert "Read-only file system" in refused
     assert nameserver == f"nameserver {cluster.fleet.plan.dns_service_ip}"
+
+
+def test_each_node_keeps_its_own_pods_logs(
+    cluster: TestCluster, core: kubernetes.client.CoreV1Api, namespace: str
+) -> None:
+    # A kubelet's container GC removes every pod log directory it does not know: on one
+    # /var/log/pods shared by the nodes, the others' GC removed a running pod's logs within a
+    # minute, and `kubectl logs` read nothing.
+    assert cluster.fleet is not None
+    pod = {
+        "metadata": {"name": "logged"},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+            "containers": [_container("logged", ["echo", "logged"])],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    assert _finished(core, namespace, "logged") == "Succeeded"
+    found = core.read_namespaced_pod("logged", namespace)
+    directory = f"{namespace}_logged_{found.metadata.uid}"
+    holders = [n.name for n in cluster.fleet.nodes if (n.pod_logs_dir / directory).is_dir()]
+    assert holders == [found.spec.node_name]
+    assert not (Path("/var/log/pods") / directory).exists()
+    assert core.read_namespaced_pod_log("logged", namespace) == "logged\n"
 
 
 def _echo(namespace: str, apps: kubernetes.client.AppsV1Api, core: Any) -> None:

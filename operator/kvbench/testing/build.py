@@ -1,15 +1,16 @@
 """Find the test cluster's binaries, building them first when they are missing.
 
 The build (Debian's kubernetes 1.20.2 source, a few minutes on 2 cores) lives in
-`build_kubernetes.sh` beside this module; its output is cached outside the repo,
-keyed by version, so only the first run on a machine pays for it. Run
-`python -m kvbench.testing.build` to build ahead of the tests (CI does). The build's
-output goes to `build.log` in the cache; its steps, and every 30 s its last line, are said,
-and so is a wait for another process's build (`kvbench.testing.longwaits`).
+`build_kubernetes.sh` beside this module; its output is cached outside the repo, keyed by
+version and the script's hash (it patches the kubelet), so only the first run on a machine
+pays for it. Run `python -m kvbench.testing.build` to build ahead of the tests (CI does). The
+build's output goes to `build.log` in the cache; its steps, and every 30 s its last line, are
+said, and so is a wait for another process's build (`kvbench.testing.longwaits`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -46,7 +47,8 @@ def _cache_root() -> Path:
 
 
 def bin_dir() -> Path:
-    return _cache_root() / f"kubernetes-{KUBERNETES_VERSION}" / "bin"
+    build = hashlib.sha256(_SCRIPT.read_bytes()).hexdigest()[:12]
+    return _cache_root() / f"kubernetes-{KUBERNETES_VERSION}-{build}" / "bin"
 
 
 def find_binaries() -> Binaries | None:
@@ -87,7 +89,7 @@ def ensure_binaries(say: Say = say_on_stderr) -> Binaries:
         found = find_binaries()
         if found is not None:
             return found
-        env = {**os.environ, "KVBENCH_K8S_CACHE": str(root)}
+        env = {**os.environ, "KVBENCH_K8S_CACHE": str(root), "KVBENCH_K8S_BIN_DIR": str(bin_dir())}
         code = run_logged(
             ["bash", str(_SCRIPT)],
             env,

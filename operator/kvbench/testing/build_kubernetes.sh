@@ -5,16 +5,18 @@
 # (build/pause/linux/pause.c, as its Makefile builds it), and install the runtime
 # dependency etcd. Called by kvbench.testing.build.
 #
-# The binaries are cached outside the repo, keyed by version, so only the first
-# run on a machine pays for the build (~3.5 min on 2 cores). Prints the cache's
-# bin directory on its last line. Must run as root (apt-get).
+# The binaries are cached outside the repo, keyed by version and this script's hash
+# (kvbench.testing.build passes the directory), so only the first run on a machine pays
+# for the build (~3.5 min on 2 cores). Prints the cache's bin directory on its last
+# line. Must run as root (apt-get).
 #
-#   KVBENCH_K8S_CACHE  cache root (default /var/cache/kvbench)
+#   KVBENCH_K8S_CACHE    cache root (default /var/cache/kvbench)
+#   KVBENCH_K8S_BIN_DIR  where the binaries go (default under the cache root)
 set -euo pipefail
 
 VERSION=1.20.2
 CACHE_ROOT=${KVBENCH_K8S_CACHE:-/var/cache/kvbench}
-BIN_DIR="$CACHE_ROOT/kubernetes-$VERSION/bin"
+BIN_DIR=${KVBENCH_K8S_BIN_DIR:-$CACHE_ROOT/kubernetes-$VERSION/bin}
 TARGETS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 REFLECT2=/usr/share/gocode/src/github.com/modern-go/reflect2
 
@@ -82,6 +84,29 @@ rm -rf vendor/github.com/modern-go/reflect2
 cp -r "$REFLECT2" vendor/github.com/modern-go/reflect2
 rm -f vendor/github.com/modern-go/reflect2/go.mod
 
+# The test cluster's nodes share the host's file system, and 1.20's kubelet keeps pod logs
+# under a constant /var/log/pods, from which its container GC removes every pod's log
+# directory it does not know: the other nodes' pods', while they run (`kubectl logs` then
+# reads nothing). $KVBENCH_POD_LOGS_DIR gives each node's kubelet its own, as later
+# kubelets' `podLogsDir` setting does; unset, the kubelet is 1.20's.
+RUNTIME=pkg/kubelet/kuberuntime
+grep -q '^'$'\t''podLogsRootDirectory = "/var/log/pods"$' "$RUNTIME/kuberuntime_manager.go" \
+    || { log "no podLogsRootDirectory constant in $RUNTIME/kuberuntime_manager.go"; exit 1; }
+sed -i '/^'$'\t''podLogsRootDirectory = "\/var\/log\/pods"$/d' "$RUNTIME/kuberuntime_manager.go"
+cat >"$RUNTIME/kvbench_pod_logs_dir.go" <<'GO'
+package kuberuntime
+
+import "os"
+
+// podLogsRootDirectory is $KVBENCH_POD_LOGS_DIR, else 1.20's constant: one per test node.
+var podLogsRootDirectory = func() string {
+	if dir := os.Getenv("KVBENCH_POD_LOGS_DIR"); dir != "" {
+		return dir
+	}
+	return "/var/log/pods"
+}()
+GO
+
 mkdir -p .go/src/k8s.io
 ln -s ../../.. .go/src/k8s.io/kubernetes
 log "building ${TARGETS[*]} (a few minutes)"
@@ -104,5 +129,9 @@ chmod 755 "$STAGE"
 mkdir -p "$(dirname "$BIN_DIR")"
 rm -rf "$BIN_DIR"
 mv "$STAGE" "$BIN_DIR"
+# Builds of other versions of this script are stale.
+for old in "$CACHE_ROOT"/kubernetes-"$VERSION"*; do
+    [[ "$old" == "$(dirname "$BIN_DIR")" ]] || rm -rf "$old"
+done
 log "built: $BIN_DIR"
 echo "$BIN_DIR"

@@ -24,6 +24,8 @@ class KubeletSettings(BaseModel):
     taints: list[str]
     """`key=value:Effect`, registered with the node."""
     root_dir: Path
+    pod_logs_dir: Path
+    """This node's own: the host's file system is shared (`build_kubernetes.sh` says why)."""
     cgroup_root: str
     runtime_endpoint: str
     kubeconfig: Path
@@ -79,6 +81,8 @@ def kubelet_config(settings: KubeletSettings, path: Path) -> Path:
 def kubelet_argv(binary: Path, settings: KubeletSettings, config: Path) -> list[str]:
     labels = ",".join(f"{k}={v}" for k, v in settings.labels.items())
     argv = [
+        "env",
+        f"KVBENCH_POD_LOGS_DIR={settings.pod_logs_dir}",
         str(binary),
         f"--config={config}",
         f"--kubeconfig={settings.kubeconfig}",

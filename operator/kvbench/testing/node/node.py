@@ -112,6 +112,11 @@ class RealNode:
     def kubelet_root(self) -> Path:
         return self.files.kubelet_root
 
+    @property
+    def pod_logs_dir(self) -> Path:
+        """Where this node's pods' logs go: its own, as a machine's /var/log/pods is."""
+        return self.kubelet_root / "pod-logs"
+
     def start_runtime(self) -> None:
         """The network namespace, the cgroup and containerd: enough to load images."""
         self.cleanup()
@@ -158,6 +163,7 @@ class RealNode:
             labels=self.labels,
             taints=self.taints,
             root_dir=self.kubelet_root,
+            pod_logs_dir=self.pod_logs_dir,
             cgroup_root=self.cgroup.path,
             runtime_endpoint=self.runtime.endpoint,
             kubeconfig=self.files.kubelet_kubeconfig,
