@@ -80,20 +80,20 @@ async def _closed_loop(prompts: list[list[int]], concurrency: int) -> list[dict]
     return records
 
 
-def _serve(model_dir: Path, log: Path) -> subprocess.Popen:
+def _serve(model_dir: Path, log: Path, extra: list[str]) -> subprocess.Popen:
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in ENGINE.items()]
     command = [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir / "Qwen3-1.7B"),
         "--served-model-name", MODEL, "--load-format", "dummy", "--host", "127.0.0.1",
-        "--port", str(PORT), f"--kv-cache-memory-bytes={KV_BYTES}", *flags,
+        "--port", str(PORT), f"--kv-cache-memory-bytes={KV_BYTES}", *flags, *extra,
     ]  # fmt: skip
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
-def run_real(out: Path, model_dir: Path) -> None:
+def run_real(out: Path, model_dir: Path, extra: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    server = _serve(model_dir, out / "vllm.log")
+    server = _serve(model_dir, out / "vllm.log", extra)
     try:
         deadline = time.monotonic() + 600
         while True:
@@ -226,6 +226,33 @@ def _print_kinds(name: str, side: str, steps: list[Step]) -> None:
               f"{stalls if kind == 'decode' else '':>6}")  # fmt: skip
 
 
+CAUSES = ("schedule ms", "gc ms", "gen2 gcs", "preempted", "admitted", "execute ms")
+"""The step-trace plugin's columns 6-11: where a step's time went (kvbench_steptrace.py)."""
+
+
+def _print_stall_causes(name: str, run: dict, trace: list[list[float]]) -> None:
+    """Decode steps over 5 x the median decode step against the other decode steps: the
+    mean of each of the plugin's cause columns, and how many steps had any of it."""
+    inside = [t for t in trace if run["began"] <= t[0] <= run["ended"] and len(t) > 11]
+    decodes = [(b[0] - a[0], b) for a, b in itertools.pairwise(inside) if b[1] == b[2]]
+    if not decodes:
+        return
+    median = statistics.median(d for d, _ in decodes)
+    groups = {
+        "stalled": [row for d, row in decodes if d > 5 * median],
+        "other": [row for d, row in decodes if d <= 5 * median],
+    }
+    for label, rows in groups.items():
+        if not rows:
+            continue
+        means = " ".join(
+            f"{statistics.mean(r[6 + i] for r in rows):>8.2f}"
+            f"/{sum(1 for r in rows if r[6 + i] > 0):<4}"
+            for i in range(len(CAUSES))
+        )
+        print(f"{name:<8} {label:<8} {len(rows):>5} {means}")
+
+
 def compare(path: Path, trace_path: Path | None = None) -> None:
     with gzip.open(path, "rt") as f:
         runs = json.load(f)
@@ -252,6 +279,14 @@ def compare(path: Path, trace_path: Path | None = None) -> None:
         name = f"c{run['concurrency']}.t{run['trial']}"
         _print_kinds(name, "real vLLM (traced)", _traced_steps(run, trace))
         _print_kinds(name, "sim roofline:h200", simulated[(name, "roofline:h200")])
+    if not any(len(t) > 11 for t in trace):
+        return
+    print(
+        f"\nwhere decode steps' time went (mean / steps with any), real vLLM (traced)\n"
+        f"{'run':<8} {'steps':<8} {'count':>5} " + " ".join(f"{c:>13}" for c in CAUSES)
+    )
+    for run in runs:
+        _print_stall_causes(f"c{run['concurrency']}.t{run['trial']}", run, trace)
 
 
 def main() -> None:
@@ -261,12 +296,16 @@ def main() -> None:
     side.add_argument("--compare", type=Path, metavar="FILE", help="steps.json.gz to replay")
     parser.add_argument("--model-dir", type=Path, default=Path("/tmp/models"))
     parser.add_argument(
+        "--vllm-arg", action="append", default=[], metavar="ARG",
+        help="with --real: one more argument for `vllm serve` (repeat the flag for more)",
+    )  # fmt: skip
+    parser.add_argument(
         "--trace", type=Path, metavar="TSV",
         help="with --compare: the steptrace plugin's file of the same server, for steps by kind",
     )  # fmt: skip
     args = parser.parse_args()
     if args.real:
-        run_real(args.real, args.model_dir)
+        run_real(args.real, args.model_dir, args.vllm_arg)
     else:
         compare(args.compare, args.trace)
 
