@@ -226,14 +226,14 @@ def _print_kinds(name: str, side: str, steps: list[Step]) -> None:
               f"{stalls if kind == 'decode' else '':>6}")  # fmt: skip
 
 
-CAUSES = ("schedule ms", "gc ms", "gen2 gcs", "preempted", "admitted", "execute ms")
-"""The step-trace plugin's columns 6-11: where a step's time went (kvbench_steptrace.py)."""
+CAUSES = ("schedule ms", "gc ms", "gen2 gcs", "preempted", "admitted")
+"""The step-trace plugin's columns 6-10: where a step's time went (kvbench_steptrace.py)."""
 
 
 def _print_stall_causes(name: str, run: dict, trace: list[list[float]]) -> None:
     """Decode steps over 5 x the median decode step against the other decode steps: the
     mean of each of the plugin's cause columns, and how many steps had any of it."""
-    inside = [t for t in trace if run["began"] <= t[0] <= run["ended"] and len(t) > 11]
+    inside = [t for t in trace if run["began"] <= t[0] <= run["ended"] and len(t) > 10]
     decodes = [(b[0] - a[0], b) for a, b in itertools.pairwise(inside) if b[1] == b[2]]
     if not decodes:
         return
@@ -253,7 +253,26 @@ def _print_stall_causes(name: str, run: dict, trace: list[list[float]]) -> None:
         print(f"{name:<8} {label:<8} {len(rows):>5} {means}")
 
 
-def compare(path: Path, trace_path: Path | None = None) -> None:
+def _print_uncaptured(name: str, run: dict, trace: list[list[float]], capture: int) -> None:
+    """Steps above the CUDA-graph capture size, and the decode steps right before them (where
+    async scheduling shows the host's launch of the next step) against all decode steps."""
+    inside = [t for t in trace if run["began"] <= t[0] <= run["ended"]]
+    steps = [(b[0] - a[0], int(b[1]), int(b[2])) for a, b in itertools.pairwise(inside)]
+    decode = [s for s, tokens, requests in steps if tokens == requests]
+    over = [s for s, tokens, _ in steps if tokens > capture]
+    before = [
+        steps[i - 1][0]
+        for i in range(1, len(steps))
+        if steps[i][1] > capture and steps[i - 1][1] == steps[i - 1][2]
+    ]
+    print(
+        f"{name:<8} {1000 * statistics.median(decode):>8.2f} {len(over):>6} "
+        f"{1000 * statistics.mean(over) if over else 0:>8.1f} {len(before):>6} "
+        f"{1000 * statistics.mean(before) if before else 0:>8.1f}"
+    )
+
+
+def compare(path: Path, trace_path: Path | None = None, capture: int = 128) -> None:
     with gzip.open(path, "rt") as f:
         runs = json.load(f)
     print(f"{'run':<8} {'side':<18} {'steps':>6} {'preempt':>7} {'queries':>8} {'hits':>5} "
@@ -279,7 +298,15 @@ def compare(path: Path, trace_path: Path | None = None) -> None:
         name = f"c{run['concurrency']}.t{run['trial']}"
         _print_kinds(name, "real vLLM (traced)", _traced_steps(run, trace))
         _print_kinds(name, "sim roofline:h200", simulated[(name, "roofline:h200")])
-    if not any(len(t) > 11 for t in trace):
+    print(
+        f"\nsteps above the CUDA-graph capture size ({capture} tokens), and the decode steps "
+        f"right before them\n{'run':<8} {'decode':>8} {'over':>6} {'mean ms':>8} "
+        f"{'before':>6} {'mean ms':>8}"
+    )
+    for run in runs:
+        name = f"c{run['concurrency']}.t{run['trial']}"
+        _print_uncaptured(name, run, trace, capture)
+    if not any(len(t) > 10 for t in trace):
         return
     print(
         f"\nwhere decode steps' time went (mean / steps with any), real vLLM (traced)\n"
@@ -303,11 +330,15 @@ def main() -> None:
         "--trace", type=Path, metavar="TSV",
         help="with --compare: the steptrace plugin's file of the same server, for steps by kind",
     )  # fmt: skip
+    parser.add_argument(
+        "--capture-size", type=int, default=128, metavar="TOKENS",
+        help="with --trace: the server's largest CUDA graph (vLLM's default here: 2 x 64)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.real:
         run_real(args.real, args.model_dir, args.vllm_arg)
     else:
-        compare(args.compare, args.trace)
+        compare(args.compare, args.trace, args.capture_size)
 
 
 if __name__ == "__main__":

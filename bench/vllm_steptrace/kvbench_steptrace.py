@@ -4,13 +4,13 @@ scheduled tokens, scheduled requests, decoding requests (one token), context tok
 the step, waiting requests; then where a step's time went, to tell a stalled step's cause:
 milliseconds in `Scheduler.schedule`, milliseconds of Python garbage collection and
 collections of generation 2 in this process since the last row, requests preempted and
-requests newly admitted by the step's schedule, milliseconds in the model runner's
-`execute_model`, and the running requests after the step. Put this folder on PYTHONPATH;
+requests newly admitted by the schedule calls since the last row (under async scheduling,
+the next step's), and the running requests after the step. Put this folder on PYTHONPATH;
 vLLM finds the plugin through its entry point. KVBENCH_STEPTRACE_NO_GC=1 also turns
 Python's collector off in every process that loads the plugin (a check of whether
-collections stall steps). The per-step Python loop slows an H200
-server by about 12 %. Rows are written 50 at a time: the last ones of a server's life are
-lost (send it more requests after the window that matters)."""
+collections stall steps). The per-step Python loop slows an H200 server by about 12 %. Rows
+are written 50 at a time: the last ones of a server's life are lost (send it more requests
+after the window that matters)."""
 
 import gc
 import os
@@ -21,7 +21,7 @@ class _Spent:
     """Time accumulated between two rows, by what spent it."""
 
     def __init__(self) -> None:
-        self.schedule = self.gc = self.execute = 0.0
+        self.schedule = self.gc = 0.0
         self.full_collections = 0
         self.preempted = self.admitted = 0
         self._gc_began = 0.0
@@ -36,26 +36,10 @@ class _Spent:
     def row_and_reset(self) -> str:
         row = (
             f"\t{1000 * self.schedule:.3f}\t{1000 * self.gc:.3f}\t{self.full_collections}"
-            f"\t{self.preempted}\t{self.admitted}\t{1000 * self.execute:.3f}"
+            f"\t{self.preempted}\t{self.admitted}"
         )
         self.__init__()
         return row
-
-
-def _timed(owner: type, name: str, add) -> None:
-    original = getattr(owner, name, None)
-    if original is None:
-        return
-
-    def wrapper(self, *args, **kwargs):
-        began = time.perf_counter()
-        try:
-            result = original(self, *args, **kwargs)
-        finally:
-            add(time.perf_counter() - began)
-        return result
-
-    setattr(owner, name, wrapper)
 
 
 def register() -> None:
@@ -100,12 +84,3 @@ def register() -> None:
     Scheduler.schedule = schedule
     Scheduler.update_from_output = traced
     Scheduler._kvbench_traced = True
-    try:
-        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-    except ImportError:
-        return
-
-    def add_execute(seconds: float) -> None:
-        spent.execute += seconds
-
-    _timed(GPUModelRunner, "execute_model", add_execute)

@@ -153,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: off)",
     )
     p.add_argument(
+        "--max-cudagraph-capture-size",
+        type=human_int,
+        help="the largest step, in tokens, a CUDA graph covers; larger steps pay the host's "
+        "launch time (default: vLLM's, min(2 x max-num-seqs, 512, max-num-batched-tokens))",
+    )
+    p.add_argument(
         "--scheduler-reserve-full-isl",
         action=bool_flag,
         default=True,

@@ -58,6 +58,7 @@ class SimConfig(BaseModel):
     prefix_caching_hash_algo: HashAlgo = "sha256"
     enable_prompt_tokens_details: bool = False
     enforce_eager: bool = False
+    max_cudagraph_capture_size: int | None = Field(default=None, ge=0)
     scheduler_reserve_full_isl: bool = True
     async_scheduling: bool = True
     kv_events_config: KVEventsConfig | None = None

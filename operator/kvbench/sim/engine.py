@@ -136,14 +136,21 @@ class EngineCore:
             scheduler.release_finished()
         batch = scheduler.schedule(start)
         scheduler.release_finished()
+        # Decided while the previous step ran (async scheduling): the host launched it then.
+        head_start = start - self._last_start if pipelined else 0.0
         if not batch.requests and pipelined:
             self._admit(start)
             batch = scheduler.schedule(start)
+            head_start = 0.0
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
         end = start + self.cost.step_time(
-            batch.num_tokens, batch.context_tokens, batch.attention_pairs, self._sharing(start)
+            batch.num_tokens,
+            batch.context_tokens,
+            batch.attention_pairs,
+            self._sharing(start),
+            head_start,
         )
         if self.gpu is not None:
             self.gpu.occupy(start, end)
@@ -185,7 +192,7 @@ class EngineCore:
             start = self.clock
             if start >= limit or (arrivals and arrivals[0][0] <= start):
                 break
-            if len(running) > scheduler.max_num_batched_tokens:
+            if len(running) > scheduler.max_num_batched_tokens or cost.uncaptured(len(running)):
                 break
             context, needs, touch = 0, 0, False
             plain = finish = max_len  # steps with no block to take or fill; steps to a finish

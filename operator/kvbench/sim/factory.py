@@ -16,7 +16,7 @@ from kvbench.sim.metrics import EngineStats
 from kvbench.sim.scheduler import Scheduler
 from kvbench.sim.timing import CostModel, TimingProfile, default_profile_name, resolve_profile
 
-__all__ = ["SimEngine", "batch_defaults", "build_engine"]
+__all__ = ["SimEngine", "batch_defaults", "build_engine", "capture_limit"]
 
 _LARGE_GPU_BYTES = 70 * GIB
 
@@ -26,6 +26,18 @@ def batch_defaults(gpu_memory_bytes: int) -> tuple[int, int]:
     if gpu_memory_bytes >= _LARGE_GPU_BYTES:
         return 8192, 1024
     return 2048, 256
+
+
+def capture_limit(config: SimConfig, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """The most tokens of a step CUDA graphs cover: vLLM's `max_cudagraph_capture_size`,
+    by default min(2 x max_num_seqs, 512), never above the step's token budget
+    (`VllmConfig._set_cudagraph_sizes`); 0 with `--enforce-eager`."""
+    if config.enforce_eager:
+        return 0
+    size = config.max_cudagraph_capture_size
+    if size is None:
+        size = min(2 * max_num_seqs, 512)
+    return min(size, max_num_batched_tokens)
 
 
 @dataclass
@@ -125,6 +137,7 @@ def build_engine(
         profile,
         kv_dtype_bytes=capacity.kv_dtype_bytes,
         enforce_eager=config.enforce_eager,
+        capture_limit=capture_limit(config, max_num_seqs, max_num_batched_tokens),
     )
     core = EngineCore(
         kv=kv,

@@ -14,6 +14,16 @@ small extra, which is why eager mode hurts small models (short steps) and barely
 large batches (the articles: Qwen3-0.6B 168 -> 108 tok/s at concurrency 1, 1,557 -> 1,503
 at 32; Qwen3-1.7B 66 -> 64).
 
+Without ``--enforce-eager`` vLLM replays CUDA graphs only for steps of at most
+``max_cudagraph_capture_size`` tokens (vLLM's default ``min(2 x max_num_seqs, 512)``, and no
+more than the step's token budget); a larger step runs its compiled kernels one launch at a
+time, and takes at least the host's launch time of all layers. Under async scheduling the host
+starts on a step while the previous one runs, so that step's time is a head start: behind a
+long prefill the launch is hidden, behind a 3 ms decode step it is not. On an H200 host this
+is article 000's throughput fall from concurrency 32 to 64 (a KV-full batch admits short
+prefill chunks one at a time, each a step above the 128-token capture size right after a
+decode step; ``bench/results/real-vllm-0.25-h200-steps.txt``).
+
 A calibrated profile names the published figures (``sim/figures.yaml``) its effective
 numbers were fitted on, one figure per number, in ``fitted_on``; every other figure is a
 prediction (``bench/sim_calibration.py`` prints both). ``roofline:<gpu>`` profiles derive
@@ -83,6 +93,12 @@ class TimingProfile(BaseModel):
     step_overhead_s: float = Field(ge=0)
     eager_launch_per_layer_s: float = Field(ge=0)
     eager_extra_s: float = Field(ge=0)
+    uncaptured_launch_per_layer_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="host seconds per layer to launch a step no CUDA graph covers; 0: not "
+        "measured on this host (such steps then cost what their kernels do)",
+    )
     frontend_s: float = Field(ge=0)
     frontend_per_token_s: float = Field(ge=0)
     attention_bandwidth: float | None = Field(
@@ -166,6 +182,13 @@ _ROOFLINE_BANDWIDTH_EFF = 0.75
 _ROOFLINE_FLOPS_EFF = 0.5
 
 
+_UNCAPTURED_LAUNCH_PER_LAYER_S = 0.001
+"""Measured on an H200 host with vLLM 0.25, Qwen3-1.7B (28 layers): steps above the CUDA-graph
+capture size took 26-30 ms under --no-async-scheduling whatever their tokens (146 to 2,048;
+bench/results/real-vllm-0.25-h200-steps.txt). A host's speed, not a GPU's: the roofline
+profiles, for GPUs nobody measured, take it as it is."""
+
+
 def _roofline(gpu: GpuSpec) -> TimingProfile:
     return TimingProfile(
         name=f"roofline:{gpu.name}",
@@ -178,6 +201,7 @@ def _roofline(gpu: GpuSpec) -> TimingProfile:
         step_overhead_s=0.002,
         eager_launch_per_layer_s=0.000315,
         eager_extra_s=0.00045,
+        uncaptured_launch_per_layer_s=_UNCAPTURED_LAUNCH_PER_LAYER_S,
         frontend_s=0.005,
         frontend_per_token_s=1e-6,
     )
@@ -208,6 +232,7 @@ class CostModel:
         "attention_bandwidth",
         "attn_flops_per_pair",
         "bandwidth",
+        "capture_limit",
         "eager_extra",
         "eager_launch",
         "enforce_eager",
@@ -217,6 +242,7 @@ class CostModel:
         "frontend_s",
         "kv_bytes_per_token",
         "step_overhead",
+        "uncaptured_launch",
         "weight_bytes",
     )
 
@@ -227,7 +253,11 @@ class CostModel:
         *,
         kv_dtype_bytes: int,
         enforce_eager: bool = False,
+        capture_limit: int = 512,
     ) -> None:
+        """`capture_limit`: the most tokens of a step CUDA graphs cover (vLLM's largest
+        default; `kvbench.sim.factory.capture_limit` gives a server's own). With
+        `enforce_eager` no graph covers any step, and its own launch cost applies."""
         self.flops_per_token = geometry.flops_per_token
         self.attn_flops_per_pair = geometry.attention_flops_per_pair
         self.weight_bytes = float(geometry.weight_bytes)
@@ -239,11 +269,20 @@ class CostModel:
         self.eager_launch = profile.eager_launch_per_layer_s * geometry.num_layers
         self.eager_extra = profile.eager_extra_s
         self.enforce_eager = enforce_eager
+        self.capture_limit = capture_limit
+        self.uncaptured_launch = (
+            0.0 if enforce_eager else profile.uncaptured_launch_per_layer_s * geometry.num_layers
+        )
         self.frontend_s = profile.frontend_s
         self.frontend_per_token_s = profile.frontend_per_token_s
 
     def step_time(
-        self, num_tokens: int, context_tokens: int, attention_pairs: float, sharing: int = 1
+        self,
+        num_tokens: int,
+        context_tokens: int,
+        attention_pairs: float,
+        sharing: int = 1,
+        head_start: float = 0.0,
     ) -> float:
         """Seconds for a step computing ``num_tokens`` tokens.
 
@@ -251,7 +290,9 @@ class CostModel:
         including its new tokens), ``attention_pairs`` the (query, key) pairs attended.
         ``sharing`` workers run steps on the GPU at once (this one included): the rooflines
         take that many times longer, the host's per-step overhead does not
-        (``kvbench.sim.gpu_share``).
+        (``kvbench.sim.gpu_share``). ``head_start``: seconds the host had to launch this step
+        while the previous one ran (async scheduling), taken off the launch time of a step
+        no CUDA graph covers.
         """
         dense = num_tokens * self.flops_per_token / self.flops
         weights = self.weight_bytes / self.bandwidth
@@ -261,7 +302,14 @@ class CostModel:
         step = kernels * sharing + self.step_overhead
         if self.enforce_eager:
             return (step if step > self.eager_launch else self.eager_launch) + self.eager_extra
+        if num_tokens > self.capture_limit and self.uncaptured_launch > 0:
+            launch = self.uncaptured_launch - head_start
+            return step if step > launch else launch
         return step
+
+    def uncaptured(self, num_tokens: int) -> bool:
+        """Whether a step of `num_tokens` pays a launch time no CUDA graph saves."""
+        return num_tokens > self.capture_limit and self.uncaptured_launch > 0
 
     def frontend_latency(self, num_prompt_tokens: int) -> float:
         """Seconds between a request's arrival at the server and at the engine."""

@@ -66,3 +66,40 @@ def test_attention_streams_kv_at_its_own_bandwidth():
     assert longer == pytest.approx(extra, rel=1e-9)
     datasheet = _cost()
     assert datasheet.attention_bandwidth == datasheet.bandwidth
+
+
+def test_a_step_no_cuda_graph_covers_takes_the_hosts_launch_time():
+    """vLLM replays CUDA graphs only up to its capture size: a larger step's kernels are
+    launched one by one, and under async scheduling the launch overlaps the previous step."""
+    cost = _cost("roofline:h200", "Qwen/Qwen3-1.7B")
+    cost.capture_limit = 128
+    launch = cost.uncaptured_launch
+    assert launch == pytest.approx(28 * 0.001)
+    captured, uncaptured = (128, 128 * 600, 128 * 600.0), (129, 129 * 600, 129 * 600.0)
+    assert cost.step_time(*captured) < launch / 2
+    assert cost.step_time(*uncaptured) == pytest.approx(launch)
+    behind_decode = cost.step_time(*uncaptured, head_start=0.003)
+    assert behind_decode == pytest.approx(launch - 0.003)
+    # Behind a step as long as the launch, only the step's own kernels are left.
+    assert cost.step_time(*uncaptured, head_start=launch) == pytest.approx(
+        cost.step_time(*captured), rel=0.02
+    )
+    # A prefill that runs longer than the launch hides it.
+    prefill = (8192, 8192, 8192 * 4096.0)
+    assert cost.step_time(*prefill) > launch
+    hidden = cost.step_time(*prefill)
+    cost.capture_limit = 8192
+    assert cost.step_time(*prefill) == pytest.approx(hidden, rel=1e-9)
+
+
+def test_the_capture_size_is_vllms():
+    from kvbench.sim import SimConfig
+    from kvbench.sim.args import parse_sim_args
+    from kvbench.sim.factory import capture_limit
+
+    assert capture_limit(SimConfig(), 64, 2048) == 128  # min(2 x max_num_seqs, 512)
+    assert capture_limit(SimConfig(), 1024, 8192) == 512
+    assert capture_limit(SimConfig(), 1024, 256) == 256  # never above the token budget
+    told, _ = parse_sim_args(["--max-cudagraph-capture-size", "512"])
+    assert capture_limit(told, 64, 2048) == 512
+    assert capture_limit(SimConfig(enforce_eager=True), 64, 2048) == 0
