@@ -256,8 +256,7 @@ def _print_stall_causes(name: str, run: dict, trace: list[list[float]]) -> None:
 def _print_uncaptured(name: str, run: dict, trace: list[list[float]], capture: int) -> None:
     """Steps above the CUDA-graph capture size, and the decode steps right before them (where
     async scheduling shows the host's launch of the next step) against all decode steps."""
-    inside = [t for t in trace if run["began"] <= t[0] <= run["ended"]]
-    steps = [(b[0] - a[0], int(b[1]), int(b[2])) for a, b in itertools.pairwise(inside)]
+    steps = _traced_steps(run, trace)
     decode = [s for s, tokens, requests in steps if tokens == requests]
     over = [s for s, tokens, _ in steps if tokens > capture]
     before = [

@@ -302,7 +302,7 @@ class CostModel:
         step = kernels * sharing + self.step_overhead
         if self.enforce_eager:
             return (step if step > self.eager_launch else self.eager_launch) + self.eager_extra
-        if num_tokens > self.capture_limit and self.uncaptured_launch > 0:
+        if self.uncaptured(num_tokens):
             launch = self.uncaptured_launch - head_start
             return step if step > launch else launch
         return step
