@@ -145,12 +145,14 @@ class EngineCore:
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
+        sharing, wait = self._share(start, batch.num_tokens)
         end = start + self.cost.step_time(
             batch.num_tokens,
             batch.context_tokens,
             batch.attention_pairs,
-            self._sharing(start),
+            sharing,
             head_start,
+            wait,
         )
         if self.gpu is not None:
             self.gpu.occupy(start, end)
@@ -192,7 +194,7 @@ class EngineCore:
             start = self.clock
             if start >= limit or (arrivals and arrivals[0][0] <= start):
                 break
-            if len(running) > scheduler.max_num_batched_tokens or cost.uncaptured(len(running)):
+            if len(running) > scheduler.max_num_batched_tokens or cost.beyond_graphs(len(running)):
                 break
             context, needs, touch = 0, 0, False
             plain = finish = max_len  # steps with no block to take or fill; steps to a finish
@@ -298,6 +300,16 @@ class EngineCore:
     def _sharing(self, start: float) -> int:
         """The workers running a step on this engine's GPU at `start`, this one included."""
         return 1 if self.gpu is None else 1 + self.gpu.others_running(start)
+
+    def _share(self, start: float, num_tokens: int) -> tuple[int, float]:
+        """How a step of `num_tokens` starting at `start` shares the GPU (`step_time`'s
+        `sharing` and `wait`): a step beyond the CUDA graphs waits for the others' running
+        steps, any other is time-sliced with them."""
+        if self.gpu is None:
+            return 1, 0.0
+        if self.cost.beyond_graphs(num_tokens):
+            return 1, self.gpu.others_remaining(start)
+        return 1 + self.gpu.others_running(start), 0.0
 
     def _finished(self, finished: list[SimRequest], end: float) -> tuple[list[SimRequest], float]:
         """After a decode step that finished `finished`: as `step()` leaves the scheduler."""

@@ -1,19 +1,27 @@
 """A GPU shared by several workers, as article 002 ran four vLLM servers on one 24 GB GPU.
 
 Several processes on one GPU without MPS are time-sliced: the GPU runs one context at a time
-and the contexts with work interleave (the GPU Operator's time-slicing "replicas" hand one GPU
-to several pods this way, with no memory or fault isolation between them, unlike MIG). Over a
-step of several milliseconds that is processor sharing: a step's GPU work runs at 1/k of the
-GPU while k workers run steps. MPS instead runs the kernels of several processes at once on
-separate SMs, which helps only where one worker's kernels leave SMs idle; a step that is bound
-by memory bandwidth (every decode step of a small batch) is divided the same way. So one rule
-covers both for the steps this simulator models: a step's GPU time (its rooflines) is
-multiplied by the number of workers on the GPU running a step when it starts (this one
-included); its host part (scheduling, sampling, the per-step overhead, launches in eager mode)
-is not, each server having its own CPU. Counting at the start is the approximation: a step that
-starts alone runs at full speed even if another starts while it runs (that other one counts
-it); in a steady state where k workers are busy every step takes k times its GPU time, the
-time-sliced share.
+and the contexts with work take turns (the GPU Operator's time-slicing "replicas" hand one GPU
+to several pods this way, with no memory or fault isolation between them, unlike MIG). On the
+H200, with its default time slice, a process with long kernels holds the GPU about 2 ms before
+a waiting one runs (`bench/gpu_timeslice.py`). MPS instead runs the kernels of several
+processes at once on separate SMs, which helps only where one worker's kernels leave SMs idle.
+What the simulator models is time-slicing, in two rules measured on real vLLM 0.25 with six
+workers on one H200 (`bench/results/real-vllm-0.25-h200-shared.txt`, `-prefill.txt`):
+
+- a step CUDA graphs cover (every decode step, short mixed steps) has its GPU time (its
+  rooflines) multiplied by the number of workers on the GPU running a step when it starts,
+  this one included; its host part (scheduling, sampling, the per-step overhead) is not, each
+  server having its own CPU. In a steady state where k workers decode, every step takes k
+  times its GPU time: the ITL measured at 1 to 6 busy workers.
+- a step beyond the captured graphs (a long prefill chunk, launched kernel by kernel) first
+  waits for what is left of the steps the others are running when it starts, then runs alone;
+  the others' steps that start meanwhile count it as running. A 2,048-token prefill beside
+  five decoding workers took 1.7-2x its time alone, not 6x, and its extra time hardly grew
+  with its length: the steps it waits for, not a share of its own work.
+
+Counting at a step's start is the approximation: a step that starts alone runs at full speed
+even if another starts while it runs (that other one counts it).
 
 `GpuShare` is what the engine asks; `FileGpuShare` shares a GPU among `kvbench sim serve`
 processes on the wall clock, `InProcessGpu` among engines of one process (virtual time).
@@ -40,6 +48,11 @@ class GpuShare(ABC):
     @abstractmethod
     def others_running(self, at: float) -> int:
         """How many other workers on the GPU are running a step at `at`."""
+
+    @abstractmethod
+    def others_remaining(self, at: float) -> float:
+        """The seconds left, summed, of the steps the other workers on the GPU are running at
+        `at`."""
 
     @abstractmethod
     def occupy(self, start: float, end: float) -> None:
@@ -73,6 +86,9 @@ class _InProcessMember(GpuShare):
     def others_running(self, at: float) -> int:
         return sum(1 for s, end in self._until.items() if s != self._slot and end > at)
 
+    def others_remaining(self, at: float) -> float:
+        return sum(end - at for s, end in self._until.items() if s != self._slot and end > at)
+
     def occupy(self, start: float, end: float) -> None:
         self._until[self._slot] = end
 
@@ -102,15 +118,27 @@ class FileGpuShare(GpuShare):
             raise RuntimeError("FileGpuShare used before bind(): no wall clock to share on")
         return self._to_wall(virtual)
 
-    def others_running(self, at: float) -> int:
-        now = self._wall(at)
+    def _other_ends(self, now: float) -> list[float]:
+        """The wall times at which the other workers' running steps end."""
         data = os.pread(self._fd, MAX_WORKERS_PER_GPU * _SLOT.size, 0)
         whole = len(data) - len(data) % _SLOT.size
-        return sum(
-            1
+        return [
+            end
             for slot, (end,) in enumerate(_SLOT.iter_unpack(data[:whole]))
             if slot != self.slot and end > now
-        )
+        ]
+
+    def others_running(self, at: float) -> int:
+        return len(self._other_ends(self._wall(at)))
+
+    def others_remaining(self, at: float) -> float:
+        """In this worker's virtual seconds: wall seconds divided by its time scale."""
+        now = self._wall(at)
+        ends = self._other_ends(now)
+        if not ends:
+            return 0.0
+        per_virtual = self._wall(at + 1.0) - now
+        return sum(end - now for end in ends) / per_virtual
 
     def occupy(self, start: float, end: float) -> None:
         self._occupy_wall(self._wall(end))

@@ -283,33 +283,44 @@ class CostModel:
         attention_pairs: float,
         sharing: int = 1,
         head_start: float = 0.0,
+        wait: float = 0.0,
     ) -> float:
         """Seconds for a step computing ``num_tokens`` tokens.
 
         ``context_tokens`` is the KV the step reads (every scheduled request's context
         including its new tokens), ``attention_pairs`` the (query, key) pairs attended.
-        ``sharing`` workers run steps on the GPU at once (this one included): the rooflines
-        take that many times longer, the host's per-step overhead does not
-        (``kvbench.sim.gpu_share``). ``head_start``: seconds the host had to launch this step
-        while the previous one ran (async scheduling), taken off the launch time of a step
-        no CUDA graph covers.
+        On a shared GPU (``kvbench.sim.gpu_share``) a step CUDA graphs cover takes its
+        rooflines ``sharing`` times (the workers running a step when it starts, this one
+        included), the host's per-step overhead once; a step beyond them
+        (``beyond_graphs``) first waits ``wait`` seconds, what is left of the others'
+        running steps, then runs alone. ``head_start``: seconds the host had to launch this
+        step while the previous one ran (async scheduling), taken off the launch time of a
+        step no CUDA graph covers.
         """
         dense = num_tokens * self.flops_per_token / self.flops
         weights = self.weight_bytes / self.bandwidth
         attention = attention_pairs * self.attn_flops_per_pair / self.flops
         kv = context_tokens * self.kv_bytes_per_token / self.attention_bandwidth
         kernels = (dense if dense > weights else weights) + (attention if attention > kv else kv)
+        if self.beyond_graphs(num_tokens):
+            step = kernels + wait + self.step_overhead
+            if self.uncaptured_launch > 0:
+                launch = self.uncaptured_launch - head_start
+                return step if step > launch else launch
+            return step
         step = kernels * sharing + self.step_overhead
         if self.enforce_eager:
             return (step if step > self.eager_launch else self.eager_launch) + self.eager_extra
-        if self.uncaptured(num_tokens):
-            launch = self.uncaptured_launch - head_start
-            return step if step > launch else launch
         return step
+
+    def beyond_graphs(self, num_tokens: int) -> bool:
+        """Whether a step has more tokens than the largest CUDA graph vLLM captured; never in
+        eager mode, where no step is captured and each is launched as the others are."""
+        return num_tokens > self.capture_limit and not self.enforce_eager
 
     def uncaptured(self, num_tokens: int) -> bool:
         """Whether a step of `num_tokens` pays a launch time no CUDA graph saves."""
-        return num_tokens > self.capture_limit and self.uncaptured_launch > 0
+        return self.uncaptured_launch > 0 and self.beyond_graphs(num_tokens)
 
     def frontend_latency(self, num_prompt_tokens: int) -> float:
         """Seconds between a request's arrival at the server and at the engine."""

@@ -1,6 +1,7 @@
-"""Workers sharing a GPU (`kvbench.sim.gpu_share`): a step's GPU time is multiplied by the
-number of workers on the GPU running a step when it starts, its host overhead is not; in
-virtual time and across `kvbench sim` processes on the wall clock alike."""
+"""Workers sharing a GPU (`kvbench.sim.gpu_share`): a step CUDA graphs cover has its GPU time
+multiplied by the number of workers on the GPU running a step when it starts, its host overhead
+not; a step beyond the graphs waits out the others' running steps, then runs alone; in virtual
+time and across `kvbench sim` processes on the wall clock alike."""
 
 import itertools
 import math
@@ -57,9 +58,7 @@ def test_k_busy_workers_on_one_gpu_take_k_times_the_gpu_time_each(k: int, stepwi
     for request in requests:
         assert request.num_output_tokens == OUTPUT
         # A decode step of one request whose context has `n` tokens, with k workers running.
-        expected = [
-            cost.step_time(1, n, float(n), k) for n in range(PROMPT + 2, PROMPT + OUTPUT)
-        ]
+        expected = [cost.step_time(1, n, float(n), k) for n in range(PROMPT + 2, PROMPT + OUTPUT)]
         gaps = _decode_gaps(request)
         # The workers start and finish a few steps apart (those steps run with fewer of them);
         # in the steady state between, every decode step of every worker is shared by all k.
@@ -81,6 +80,27 @@ def test_a_worker_alone_on_a_shared_gpu_runs_at_full_speed() -> None:
     alone = _busy(own, 1)
     Timeline([own], 0.0).run()
     assert request.token_times == alone.token_times
+
+
+@pytest.mark.parametrize("prompt", [100, 1500], ids=["captured", "beyond-the-graphs"])
+def test_a_step_beyond_the_cuda_graphs_waits_out_the_others_and_runs_alone(prompt: int) -> None:
+    """Catches a long prefill priced at the count of sharers (the old rule: 4x its GPU time
+    beside three decoding workers, where real vLLM on an H200 took 1.2-1.5x; bench/results/
+    real-vllm-0.25-h200-prefill.txt) and a step CUDA graphs cover that stops being time-sliced.
+    Another worker's step runs from 0 to 10 ms when this one's first step starts."""
+    gpu = InProcessGpu()
+    core = _engine(gpu.member(0))
+    gpu.member(1).occupy(0.0, 0.010)
+    core.add_request(SimRequest("r", list(range(1000, 1000 + prompt)), 2, arrival_time=0.0))
+    step = core.step()
+    assert step is not None and step.num_tokens == prompt
+    cost = core.cost
+    alone = cost.step_time(prompt, prompt, prompt * (prompt + 1) / 2)
+    kernels = alone - cost.step_overhead
+    if cost.beyond_graphs(prompt):
+        assert step.end - step.start == pytest.approx(0.010 + kernels + cost.step_overhead)
+    else:
+        assert step.end - step.start == pytest.approx(2 * kernels + cost.step_overhead)
 
 
 def test_shared_gpu_slots_are_distinct() -> None:
@@ -107,6 +127,10 @@ def test_processes_share_through_the_file_on_the_wall_clock(tmp_path: Path) -> N
     c.occupy(100.0, 103.0)
     assert a.others_running(101.0) == 2
     assert b.others_running(1.0) == 1, "its own step is not another's"
+    # Left of b's and c's steps at wall origin+101: 1 s and 2 s, in a's virtual seconds (time
+    # scale 1) and in b's (0.5 wall seconds per virtual one: c's 2 s are 4 of b's).
+    assert a.others_remaining(101.0) == pytest.approx(3.0)
+    assert b.others_remaining(2.0) == pytest.approx(4.0)
     for share in (a, b, c):
         share.close()
 
