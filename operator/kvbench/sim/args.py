@@ -208,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--worker-id", help="name of this worker in logs, metrics and responses")
     sim.add_argument(
         "--shared-gpu",
-        help="a file every worker sharing this worker's GPU names: their steps' GPU time is "
-        "divided among those running at once (time-slicing; needs --time-scale > 0)",
+        help="a file every worker sharing this worker's GPU names: the GPU is time-sliced among "
+        "their steps (kvbench.sim.gpu_share; needs --time-scale > 0)",
     )
     sim.add_argument(
         "--shared-gpu-slot",
