@@ -48,7 +48,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
     cluster: TestCluster, namespace: str, operator: dict, tmp_path: Path
 ) -> None:
     name = "article-002"
-    apply(cluster, namespace, article_002_document(name, [2, 12], trials=2))
+    apply(cluster, namespace, article_002_document(name, [2, 12], trials=1))
     started = time.monotonic()
 
     def in_window(index: int):
@@ -58,20 +58,22 @@ def test_article_002_scaled_down_survives_operator_restarts(
 
         return check
 
-    wait_for(in_window(1), 600, "run 1's measured window")
+    # One restart in a measured window, one between the runs (while run 1's workers start):
+    # the operator-kill campaign (tests/faults) covers every other step.
+    wait_for(in_window(0), 600, "run 0's measured window")
     restart_operator(cluster, operator)
     wait_for(
         lambda: (get(cluster, namespace, name).get("status") or {})
-        .get("progress", {}).get("done", 0) >= 3,
-        900, "three runs recorded",
+        .get("progress", {}).get("done", 0) >= 1,
+        900, "run 0 recorded",
     )  # fmt: skip
     restart_operator(cluster, operator)
     body = wait_phase(cluster, namespace, name, {"Succeeded", "Failed"}, 900)
     elapsed = time.monotonic() - started
     status = body["status"]
     assert status["phase"] == "Succeeded", status
-    print(f"scaled-down article 002 (4 runs, 6 workers): {elapsed:.0f} s end to end")
-    assert status["progress"]["display"] == "4/4"
+    print(f"scaled-down article 002 (2 runs, 6 workers): {elapsed:.0f} s end to end")
+    assert status["progress"]["display"] == "2/2"
     assert status["observedGeneration"] == body["metadata"]["generation"]
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Succeeded"]["status"] == "True"
@@ -87,10 +89,10 @@ def test_article_002_scaled_down_survives_operator_restarts(
         print(f"run {record.index}: {summary.requests} requests, {summary.errors} errors, "
               f"request hit rate {summary.request_hit_rate}, token hit rate "
               f"{summary.token_hit_rate}, queries {queries}")  # fmt: skip
-    assert [r.index for r in records] == [0, 1, 2, 3]
+    assert [r.index for r in records] == [0, 1]
     assert all(r.error is None and r.attempt == 1 for r in records), "exactly once, none retried"
     uids = [p.uid for r in records for p in r.pods]
-    assert len(uids) == 24 and len(set(uids)) == 24, "every run on new worker pods"
+    assert len(uids) == 12 and len(set(uids)) == 12, "every run on new worker pods"
     assert {p.kv_cache_tokens for r in records for p in r.pods} == {9360}
     gaps = [
         (b.started_at - a.finished_at).total_seconds() - max(p.startup_seconds for p in b.pods)
@@ -108,7 +110,7 @@ def test_article_002_scaled_down_survives_operator_restarts(
     core = kubernetes.client.CoreV1Api(cluster.api_client())
     uid = body["metadata"]["uid"]
     jobs = batch.list_namespaced_job(namespace, label_selector=f"{LABEL_UID}={uid}").items
-    assert sorted(j.metadata.name for j in jobs) == [f"{name}-r{i}-a1-load" for i in range(4)]
+    assert sorted(j.metadata.name for j in jobs) == [f"{name}-r{i}-a1-load" for i in range(2)]
     for job in jobs:
         pod = core.list_namespaced_pod(namespace, label_selector=f"job-name={job.metadata.name}")
         node = core.read_node(pod.items[0].spec.node_name)
