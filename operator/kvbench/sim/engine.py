@@ -155,7 +155,7 @@ class EngineCore:
             wait,
         )
         if self.gpu is not None:
-            self.gpu.occupy(start, end)
+            self.gpu.occupy(start, end, wait)
         self.clock = end
         self._last_start, self._last_end = start, end
         self.num_steps += 1

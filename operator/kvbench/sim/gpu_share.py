@@ -15,8 +15,9 @@ workers on one H200 (`bench/results/real-vllm-0.25-h200-shared.txt`, `-prefill.t
   server having its own CPU. In a steady state where k workers decode, every step takes k
   times its GPU time: the ITL measured at 1 to 6 busy workers.
 - a step beyond the captured graphs (a long prefill chunk, launched kernel by kernel) first
-  waits for what is left of the steps the others are running when it starts, then runs alone;
-  the others' steps that start meanwhile count it as running. A 2,048-token prefill beside
+  waits for what is left of the steps the others are running when it starts (of each no more
+  than its own work: a step that is itself waiting passes none of its wait on), then runs
+  alone; the others' steps that start meanwhile count it as running. A 2,048-token prefill beside
   five decoding workers took 1.7-2x its time alone, not 6x, and its extra time hardly grew
   with its length: the steps it waits for, not a share of its own work.
 
@@ -37,7 +38,7 @@ from pathlib import Path
 
 __all__ = ["FileGpuShare", "GpuShare", "InProcessGpu"]
 
-_SLOT = struct.Struct("<d")
+_SLOT = struct.Struct("<dd")
 MAX_WORKERS_PER_GPU = 64
 """Slots a shared GPU's file holds (the `workersPerGpu` limit)."""
 
@@ -51,12 +52,14 @@ class GpuShare(ABC):
 
     @abstractmethod
     def others_remaining(self, at: float) -> float:
-        """The seconds left, summed, of the steps the other workers on the GPU are running at
-        `at`."""
+        """The GPU work left, summed, of the steps the other workers on the GPU are running
+        at `at`: of each, what is left of it, but no more than its own work (a step still
+        waiting for others does not pass its wait on: waits never compound)."""
 
     @abstractmethod
-    def occupy(self, start: float, end: float) -> None:
-        """This worker runs a step (or steps back to back) from `start` to `end`."""
+    def occupy(self, start: float, end: float, waiting: float = 0.0) -> None:
+        """This worker runs a step (or steps back to back) from `start` to `end`, the first
+        `waiting` seconds of it waiting for the other workers' steps."""
 
     @abstractmethod
     def bind(self, to_wall: Callable[[float], float]) -> None:
@@ -64,33 +67,46 @@ class GpuShare(ABC):
         share is kept on the wall clock)."""
 
 
+def _left(ends_and_work: list[tuple[float, float]], now: float) -> float:
+    """What `others_remaining` sums, on one clock."""
+    total = 0.0
+    for end, work in ends_and_work:
+        if end > now:
+            total += end - now if end - now < work else work
+    return total
+
+
 class InProcessGpu:
     """A GPU shared by engines on one virtual clock; `member(slot)` is each one's view."""
 
     def __init__(self) -> None:
         self._until: dict[int, float] = {}
+        self._work: dict[int, float] = {}
 
     def member(self, slot: int) -> GpuShare:
         if slot in self._until:
             raise ValueError(f"slot {slot} of the shared GPU is taken")
         self._until[slot] = float("-inf")
-        return _InProcessMember(self._until, slot)
+        self._work[slot] = 0.0
+        return _InProcessMember(self._until, self._work, slot)
 
 
 class _InProcessMember(GpuShare):
-    __slots__ = ("_slot", "_until")
+    __slots__ = ("_slot", "_until", "_work")
 
-    def __init__(self, until: dict[int, float], slot: int) -> None:
-        self._until, self._slot = until, slot
+    def __init__(self, until: dict[int, float], work: dict[int, float], slot: int) -> None:
+        self._until, self._work, self._slot = until, work, slot
 
     def others_running(self, at: float) -> int:
         return sum(1 for s, end in self._until.items() if s != self._slot and end > at)
 
     def others_remaining(self, at: float) -> float:
-        return sum(end - at for s, end in self._until.items() if s != self._slot and end > at)
+        work = self._work
+        return _left([(end, work[s]) for s, end in self._until.items() if s != self._slot], at)
 
-    def occupy(self, start: float, end: float) -> None:
+    def occupy(self, start: float, end: float, waiting: float = 0.0) -> None:
         self._until[self._slot] = end
+        self._work[self._slot] = end - start - waiting
 
     def bind(self, to_wall: Callable[[float], float]) -> None:
         """Engines on one virtual clock compare virtual times: nothing to map."""
@@ -98,9 +114,10 @@ class _InProcessMember(GpuShare):
 
 class FileGpuShare(GpuShare):
     """A GPU shared by worker processes: `path` holds one slot per worker, the monotonic wall
-    time (system-wide on Linux) at which its current step ends. A worker's virtual times are
-    turned into wall times by `bind`'s mapping (its clock's origin and time scale), so
-    processes started at different times compare on one clock."""
+    time (system-wide on Linux) at which its current step ends and the wall seconds of it
+    that are its own work. A worker's virtual times are turned into wall times by `bind`'s
+    mapping (its clock's origin and time scale), so processes started at different times
+    compare on one clock."""
 
     def __init__(self, path: Path, slot: int) -> None:
         if not 0 <= slot < MAX_WORKERS_PER_GPU:
@@ -108,7 +125,7 @@ class FileGpuShare(GpuShare):
         self.path, self.slot = path, slot
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self._to_wall: Callable[[float], float] | None = None
-        self._occupy_wall(0.0)
+        self._occupy_wall(0.0, 0.0)
 
     def bind(self, to_wall: Callable[[float], float]) -> None:
         self._to_wall = to_wall
@@ -118,33 +135,33 @@ class FileGpuShare(GpuShare):
             raise RuntimeError("FileGpuShare used before bind(): no wall clock to share on")
         return self._to_wall(virtual)
 
-    def _other_ends(self, now: float) -> list[float]:
-        """The wall times at which the other workers' running steps end."""
+    def _others(self, now: float) -> list[tuple[float, float]]:
+        """(end, own work) in wall seconds of the other workers' steps running at `now`."""
         data = os.pread(self._fd, MAX_WORKERS_PER_GPU * _SLOT.size, 0)
         whole = len(data) - len(data) % _SLOT.size
         return [
-            end
-            for slot, (end,) in enumerate(_SLOT.iter_unpack(data[:whole]))
+            (end, work)
+            for slot, (end, work) in enumerate(_SLOT.iter_unpack(data[:whole]))
             if slot != self.slot and end > now
         ]
 
     def others_running(self, at: float) -> int:
-        return len(self._other_ends(self._wall(at)))
+        return len(self._others(self._wall(at)))
 
     def others_remaining(self, at: float) -> float:
         """In this worker's virtual seconds: wall seconds divided by its time scale."""
         now = self._wall(at)
-        ends = self._other_ends(now)
-        if not ends:
+        others = self._others(now)
+        if not others:
             return 0.0
-        per_virtual = self._wall(at + 1.0) - now
-        return sum(end - now for end in ends) / per_virtual
+        return _left(others, now) / (self._wall(at + 1.0) - now)
 
-    def occupy(self, start: float, end: float) -> None:
-        self._occupy_wall(self._wall(end))
+    def occupy(self, start: float, end: float, waiting: float = 0.0) -> None:
+        wall_end = self._wall(end)
+        self._occupy_wall(wall_end, wall_end - self._wall(start + waiting))
 
-    def _occupy_wall(self, end: float) -> None:
-        os.pwrite(self._fd, _SLOT.pack(end), self.slot * _SLOT.size)
+    def _occupy_wall(self, end: float, work: float) -> None:
+        os.pwrite(self._fd, _SLOT.pack(end, work), self.slot * _SLOT.size)
 
     def close(self) -> None:
         os.close(self._fd)
