@@ -10,33 +10,29 @@ connection and the client's own overhead.
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 import sys
 from pathlib import Path
 
-from kvbench.loadgen.columns import RequestColumns
+from kvbench.loadgen.results import read_result
+from kvbench.runner.stores.directory import DirectoryStore
 
 
 def main() -> int:
-    root = Path(sys.argv[1])
-    ids = {}
-    for line in (root / "events.jsonl").read_text().splitlines():
-        event = json.loads(line)
-        ids.setdefault(event["index"], event["id"])
-    for path in sorted(root.glob("raw/r*-a*.json.gz")):
-        data = json.loads(gzip.decompress(path.read_bytes()))
-        records = RequestColumns.model_validate(data["requests"]).records()
+    store = DirectoryStore(Path(sys.argv[1]))
+    store.load()
+    for record in sorted(store.records(), key=lambda r: r.index):
+        if not record.raw_results:
+            continue
+        records = read_result(store.read_raw(record.raw_results)).records()
         timed = [r for r in records if r.phase == "measured" and r.ttft and r.sim and r.sim.ttft]
         if not timed:
             continue
         outside = sorted(r.ttft - r.sim.ttft * (r.sim.time_scale or 1.0) for r in timed)
-        index = int(path.name[1:].split("-")[0])
-        ms = [1000 * outside[int(q * (len(outside) - 1))] for q in (0.1, 0.9)]
-        print(f"{ids.get(index, path.name):32} time scale {timed[0].sim.time_scale}: outside the "
-              f"server p10 {ms[0]:5.1f}  p50 {1000 * statistics.median(outside):5.1f}  p90 "
-              f"{ms[1]:5.1f} ms")  # fmt: skip
+        p10, p90 = (1000 * outside[int(q * (len(outside) - 1))] for q in (0.1, 0.9))
+        p50 = 1000 * statistics.median(outside)
+        print(f"{record.id:32} time scale {timed[0].sim.time_scale}: outside the server p10 "
+              f"{p10:5.1f}  p50 {p50:5.1f}  p90 {p90:5.1f} ms")  # fmt: skip
     return 0
 
 

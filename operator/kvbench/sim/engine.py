@@ -305,11 +305,9 @@ class EngineCore:
         """How a step of `num_tokens` starting at `start` shares the GPU (`step_time`'s
         `sharing` and `wait`): a step beyond the CUDA graphs waits for the others' running
         steps, any other is time-sliced with them."""
-        if self.gpu is None:
-            return 1, 0.0
-        if self.cost.beyond_graphs(num_tokens):
+        if self.gpu is not None and self.cost.beyond_graphs(num_tokens):
             return 1, self.gpu.others_remaining(start)
-        return 1 + self.gpu.others_running(start), 0.0
+        return self._sharing(start), 0.0
 
     def _finished(self, finished: list[SimRequest], end: float) -> tuple[list[SimRequest], float]:
         """After a decode step that finished `finished`: as `step()` leaves the scheduler."""
