@@ -188,6 +188,11 @@ class RunSummary(ApiModel):
         default_factory=list, description="Conversation workloads: hit rates and TTFT per turn"
     )
     client_bound: bool = Field(False, description="The client, not the server, set the pace")
+    outside_server_p50: float | None = Field(
+        None,
+        description="Simulated clock: median wall seconds a request spent outside the "
+        "simulated server (client, network, router), part of its TTFT",
+    )
     latency_clock: str = Field(
         "wall",
         description="wall; simulated (the simulator's own clock); scaled (wall / time scale, "

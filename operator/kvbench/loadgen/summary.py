@@ -3,7 +3,10 @@
 Only measured requests count; warm-ups never do. Latencies are given on the wall clock and,
 when the server is the simulator (its `kvbench` extension on every response), on the
 simulated clock too, which is then the one reported (`latency_clock`): at a 20x speed-up the
-wall-clock figures are mostly the client's and the loopback's own overhead.
+wall-clock figures are mostly the client's and the loopback's own overhead. A request's TTFT
+and e2e on the simulated clock are the server's own plus the wall time the request spent
+outside it (`outside_server`: the client, the network, a router in front), which does not
+shrink with the time scale on real hardware either.
 """
 
 from collections import Counter
@@ -26,9 +29,11 @@ __all__ = [
     "TurnFigures",
     "cache_reporting",
     "hit_rates",
+    "outside_server",
     "percentile",
     "stats",
     "summarize_records",
+    "timing_on_clock",
     "warnings",
 ]
 
@@ -116,6 +121,12 @@ class Summary(ApiModel):
     latency_clock: Literal["wall", "simulated", "scaled"] = "wall"
     wall: ClockFigures = Field(default_factory=ClockFigures)
     simulated: ClockFigures | None = None
+    outside_server: Stats | None = Field(
+        None,
+        description="Simulated clock: wall seconds each request spent outside the simulated "
+        "server before its first token reached the client (client, network, router), "
+        "included in its simulated TTFT and e2e",
+    )
     goodput: Goodput | None = Field(None, description="When the run had objectives (slo)")
     turns: list[TurnFigures] = Field(
         default_factory=list, description="Conversation workloads: figures per turn"
@@ -186,12 +197,33 @@ def hit_rates(ok: list[RequestRecord], pods: list[PodDelta] | None, reporting: b
     return rates
 
 
-def _timing(
-    r: RequestRecord, simulated: bool, divide: float
+def outside_server(r: RequestRecord) -> float:
+    """Wall seconds between the client sending the request and reading its first token that
+    the simulated server's clock does not cover: the client, the network, a router in front
+    (its real work, as on the hardware), and any lag of this machine in delivering the
+    server's token. The server's share of the wall TTFT is its simulated TTFT times its time
+    scale; a server that never waits (scale 0, or virtual time) leaves nothing outside."""
+    sim = r.sim
+    if sim is None or sim.ttft is None or r.ttft is None or not sim.time_scale:
+        return 0.0
+    return max(0.0, r.ttft - sim.ttft * sim.time_scale)
+
+
+def timing_on_clock(
+    r: RequestRecord, simulated: bool, divide: float = 1.0
 ) -> tuple[float | None, float | None, list[float]]:
-    """(TTFT, e2e, gaps) of a request on one clock: the simulator's, or wall / `divide`."""
+    """(TTFT, e2e, gaps) of a request on one clock: the simulator's (the server's own, moved
+    by the time outside it; the gaps are the server's pacing), or wall / `divide`."""
     if simulated:
-        return (r.sim.ttft, r.sim.e2e, r.sim.itl) if r.sim else (None, None, [])
+        if r.sim is None:
+            return None, None, []
+        outside = outside_server(r)
+        first, total = r.sim.ttft, r.sim.e2e
+        return (
+            None if first is None else first + outside,
+            None if total is None else total + outside,
+            r.sim.itl,
+        )
     if divide != 1.0:
         return (
             None if r.ttft is None else r.ttft / divide,
@@ -217,7 +249,7 @@ def _figures(
 ) -> ClockFigures:
     ttft, ttft_hit, ttft_miss, itl, tpot, e2e = [], [], [], [], [], []
     for r in ok:
-        first, total, gaps = _timing(r, simulated, divide)
+        first, total, gaps = timing_on_clock(r, simulated, divide)
         itl.extend(gaps)
         if total is not None:
             e2e.append(total)
@@ -267,7 +299,7 @@ def goodput(
     for r in measured:
         if not r.ok:
             continue
-        first, total, gaps = _timing(r, simulated, divide)
+        first, total, gaps = timing_on_clock(r, simulated, divide)
         values = {
             "ttft": first,
             "e2e": total,
@@ -300,7 +332,7 @@ def turn_figures(
     for number, rows in sorted(by_turn.items()):
         ok = [r for r in rows if r.ok]
         prompts = sum(r.prompt_tokens or 0 for r in ok)
-        first = sorted(t for r in ok if (t := _timing(r, simulated, divide)[0]) is not None)
+        first = sorted(t for r in ok if (t := timing_on_clock(r, simulated, divide)[0]) is not None)
         out.append(
             TurnFigures(
                 turn=number,
@@ -365,6 +397,8 @@ def summarize_records(
         summary.latency_clock = "simulated"
         window = _simulated_window(ok, window_seconds, time_scale)
         summary.simulated = _figures(ok, window, simulated=True, reporting=reporting)
+        if any(r.sim is not None and r.sim.time_scale for r in ok):
+            summary.outside_server = stats([outside_server(r) for r in ok])
     elif ok and scaled_by and scaled_by != 1.0:
         summary.latency_clock = "scaled"
         summary.simulated = _figures(

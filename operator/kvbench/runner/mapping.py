@@ -21,7 +21,7 @@ from kvbench.loadgen.config import (
 )
 from kvbench.loadgen.loop_monitor import ClientHealth
 from kvbench.loadgen.results import LoadgenResult
-from kvbench.loadgen.summary import Summary
+from kvbench.loadgen.summary import Summary, timing_on_clock
 from kvbench.plan import PlannedRun
 from kvbench.runner.cluster.base import (
     ArmEndpoint,
@@ -119,6 +119,7 @@ def run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
             for t in summary.turns
         ],
         client_bound=client.client_bound,
+        outside_server_p50=None if summary.outside_server is None else summary.outside_server.p50,
         latency_clock=summary.latency_clock,
     )
 
@@ -212,13 +213,13 @@ def failed_record(run: PlannedRun, state: RunState, reason: str, message: str) -
 
 def ttft_samples(result: LoadgenResult) -> list[float]:
     """TTFT of every successful measured request, on the clock the summary reports (the
-    simulator's own when it reported one)."""
+    simulator's, with the time outside the server, when it reported one)."""
     simulated = result.summary.latency_clock == "simulated"
     samples = []
     for record in result.records():
         if record.phase != "measured" or not record.ok:
             continue
-        ttft = record.sim.ttft if simulated and record.sim is not None else record.ttft
+        ttft = timing_on_clock(record, simulated)[0]
         if ttft is not None:
             samples.append(ttft)
     return samples

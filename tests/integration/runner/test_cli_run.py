@@ -65,6 +65,14 @@ def _alive_children(out: Path) -> list[str]:
     return [c.name for c in children.all() if children.alive(c)]
 
 
+def _finished_runs(out: Path) -> set[str]:
+    """The runs whose checkpoint says finished: what a resume skips. A record is written just
+    before its run's state says so, and an interrupt between the two re-records the run from
+    its raw results, so the record files alone overcount."""
+    states = (json.loads(p.read_text()) for p in (out / "state").glob("r*.json"))
+    return {s["id"] for s in states if s["stage"] in ("recorded", "failed")}
+
+
 def _journal(out: Path) -> list[dict]:
     path = out / "events.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -82,7 +90,7 @@ def test_interrupt_resume_report_compare(small_experiment: Path, tmp_path: Path)
         text=True,
     )
     deadline = time.monotonic() + 300
-    while not list((out / "runs").glob("r*.json")):
+    while not _finished_runs(out):
         assert first.poll() is None, first.communicate()[0]
         assert time.monotonic() < deadline, "no run finished in time"
         time.sleep(0.2)
@@ -90,7 +98,7 @@ def test_interrupt_resume_report_compare(small_experiment: Path, tmp_path: Path)
     output, _ = first.communicate(timeout=120)
     assert first.returncode == 130, output
     assert "run `kvbench run" in output and "again to resume" in output
-    interrupted = {p.stem for p in (out / "runs").glob("r*.json")}
+    interrupted = _finished_runs(out)
     assert 1 <= len(interrupted) < 4
     addresses = _worker_addresses(out)
     assert addresses, "the workers logged their addresses"

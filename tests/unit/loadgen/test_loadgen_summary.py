@@ -77,6 +77,30 @@ def test_simulated_clock_when_every_response_has_it() -> None:
     assert mixed.latency_clock == "wall" and mixed.reported is mixed.wall
 
 
+def test_the_simulated_clock_keeps_the_wall_time_outside_the_server() -> None:
+    """A router in front of the simulator, at time scale 1: the client waited 45 ms for a
+    first token the server made in 34, and those 11 ms happen on the hardware too. At a 20x
+    speed-up the server's share of the wall TTFT is a twentieth of its simulated TTFT."""
+
+    def rec(i: int, wall: float, sim_ttft: float, scale: float | None) -> RequestRecord:
+        sim = SimTiming(worker="w", arrival=float(i), ttft=sim_ttft, e2e=sim_ttft + 0.02,
+                        itl=[0.01, 0.01], time_scale=scale)  # fmt: skip
+        return _rec(i, ttft=wall, output=3, sim=sim)
+
+    real_time = summarize_records([rec(i, 0.045, 0.034, 1.0) for i in range(3)], None, 1.0, 1.0)
+    assert real_time.simulated.ttft.p50 == pytest.approx(0.045)
+    assert real_time.simulated.e2e.p50 == pytest.approx(0.054 + 0.011)
+    assert real_time.simulated.itl.max == 0.01
+    assert real_time.outside_server.p50 == pytest.approx(0.011)
+    sped_up = summarize_records([rec(i, 0.0037, 0.034, 0.05) for i in range(3)], None, 1.0, 0.05)
+    assert sped_up.simulated.ttft.p50 == pytest.approx(0.034 + 0.002)
+    # a wall TTFT below the server's share (timer jitter) adds nothing; virtual time none
+    early = summarize_records([rec(0, 0.030, 0.034, 1.0)], None, 1.0, 1.0)
+    assert early.simulated.ttft.p50 == pytest.approx(0.034)
+    virtual = summarize_records([rec(0, 0.034, 0.034, None)], None, 1.0, 0)
+    assert virtual.simulated.ttft.p50 == 0.034 and virtual.outside_server is None
+
+
 def test_sim_timing_with_and_without_the_first_token() -> None:
     ext = {"worker": "w", "arrival_time": 1.0, "first_scheduled_time": 1.5,
            "first_token_time": 2.0, "token_times": [2.0, 2.5, 3.5], "finish_time": 3.5,
