@@ -325,6 +325,22 @@ def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]
     } | ({BALANCING: balancing} if (balancing := service_balancing(records)) else {})
 
 
+def _outside_medians(records: list[RunRecord], arms: list[str]) -> str:
+    """Each arm's range of per-run medians of the time outside the server, in ms."""
+    parts = []
+    for arm in arms:
+        values = [
+            r.summary.outside_server_p50
+            for r in records
+            if r.arm == arm and r.summary.outside_server_p50 is not None
+        ]
+        if values:
+            low, high = 1000 * min(values), 1000 * max(values)
+            span = f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f}"
+            parts.append(f"{arm} {span} ms")
+    return f": median per run {', '.join(parts)}" if parts else ""
+
+
 def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     """What each arm's figures are, by what serves it: the simulator's clock only for arms
     on the simulator, Dynamo's mocker only for Dynamo arms, an external arm as itself."""
@@ -344,7 +360,9 @@ def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     elif simulated:
         notes.append(
             f"Arms {', '.join(simulated)}: latencies in simulated seconds (kvbench sim, time "
-            f"scale {scale:g}: one simulated second took {scale:g} s of wall time)."
+            f"scale {scale:g}: one simulated second took {scale:g} s of wall time), each "
+            "request's TTFT and e2e with the wall time it spent outside the server (client, "
+            f"connection, router){_outside_medians(records, simulated)}."
         )
     for name, clocks in sorted(by_arm.items()):
         arm = kinds.get(name)

@@ -84,3 +84,19 @@ def test_a_router_arm_below_real_time_is_said_to_follow_the_machine() -> None:
         "Arm cache-aware ran at time scale 1 (simulator.routerTimeScale)."
     ]
     assert not any(n.startswith("Arm service ") for n in fast + real)
+
+
+def test_the_simulated_clock_note_gives_each_arm_its_time_outside_the_server() -> None:
+    """Catches a report that quotes simulated TTFTs without saying they hold real wall time
+    (a router's hop), or that mixes one arm's figure into another's."""
+    P16 = Point(prefixes=16, concurrency=16)
+    records = [
+        record(0, P8, 1, arm="service", latency_clock="simulated", outside_server_p50=0.0031),
+        record(1, P8, 1, arm="cache-aware", latency_clock="simulated", outside_server_p50=0.011),
+        record(2, P16, 1, arm="cache-aware", latency_clock="simulated", outside_server_p50=0.013),
+    ]
+    notes = arm_notes(_router_experiment({"timeScale": 0.05}).spec, records)
+    simulated = [n for n in notes if "simulated seconds" in n]
+    assert len(simulated) == 1
+    assert "outside the server" in simulated[0]
+    assert simulated[0].endswith(": median per run cache-aware 11.0-13.0 ms, service 3.1 ms.")
