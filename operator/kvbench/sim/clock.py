@@ -9,6 +9,12 @@ engine has caught up; decisions still follow the virtual stamps, so a slow machi
 delays delivery but does not change what the engine decides for the same arrivals.
 With S = 0 nothing waits: a request is stamped with the engine's current clock and
 the engine yields to the event loop between steps so that HTTP I/O interleaves.
+
+KV cache events go out when vLLM's would (``Scheduler.update_from_output`` publishes what
+the scheduling since the last output produced): a step decided while the previous one ran
+(async scheduling) publishes as it starts, with its predecessor's output; any other step,
+the first after an idle engine included, when it ends. A KV-aware router therefore learns
+of a prefill on an idle worker only once its step is over, as on the hardware.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import asyncio
 import contextlib
 import time
 
+from kvbench.sim.block_pool import KVEvent
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.request import SimRequest
 
@@ -43,6 +50,12 @@ class EngineClock:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._origin = 0.0
+        self._publish = core.on_kv_events
+        self._held: list[KVEvent] | None = None
+        """A step's cache events, held until it ends (`StepResult.pipelined`); None when
+        nothing is held and events go out as they come."""
+        if self._publish is not None:
+            core.on_kv_events = self._on_kv_events
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -86,6 +99,17 @@ class EngineClock:
     def abort(self, request: SimRequest) -> None:
         self.core.abort(request)
 
+    def _on_kv_events(self, events: list[KVEvent]) -> None:
+        if self._held is not None:
+            self._held.extend(events)
+        elif self._publish is not None:
+            self._publish(events)
+
+    def _release_events(self) -> None:
+        held, self._held = self._held, None
+        if held and self._publish is not None:
+            self._publish(held)
+
     def _wall(self, virtual: float) -> float:
         return self._origin + virtual * self.time_scale
 
@@ -105,7 +129,10 @@ class EngineClock:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), delay)
                     continue
+            self._held = []
             result = core.step()
+            if result is None or result.pipelined:
+                self._release_events()
             if result is None:
                 continue
             if scale > 0:
@@ -118,6 +145,7 @@ class EngineClock:
                         await asyncio.sleep(0)
             else:
                 await asyncio.sleep(0)
+            self._release_events()
             for request in result.produced:
                 if request.notify is not None:
                     request.notify(request)

@@ -46,6 +46,10 @@ class StepResult:
     num_requests: int
     produced: list[SimRequest]
     finished: list[SimRequest]
+    pipelined: bool = False
+    """Decided while the previous step ran (async scheduling). vLLM publishes the cache
+    events of a step's scheduling with the output it processes next: a pipelined step's go
+    out as it starts (with its predecessor's output), any other's when it ends."""
 
 
 class EngineCore:
@@ -142,6 +146,7 @@ class EngineCore:
             self._admit(start)
             batch = scheduler.schedule(start)
             head_start = 0.0
+            pipelined = False
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
@@ -168,7 +173,9 @@ class EngineCore:
         for request in finished:
             stats.on_finished(request)
         self._flush_events()
-        return StepResult(start, end, batch.num_tokens, len(batch.requests), produced, finished)
+        return StepResult(
+            start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
+        )
 
     def decode_steps(self, limit: float) -> tuple[list[SimRequest], float]:
         """Run the steps that are one decode token for every running request, decided before

@@ -83,3 +83,61 @@ def test_no_token_is_released_before_its_step_ends() -> None:
     early = asyncio.run(main())
     assert len(early) == 12
     assert max(early) <= 0, f"seconds early: {max(early)}"
+
+
+def _published_stores(scale: float, requests: list[tuple[SimRequest, float]]):
+    """Run `requests` (each submitted after its delay in wall seconds) on a clock at `scale`
+    and give the wall time each BlockStored batch went out, with its first token id."""
+    published: list[tuple[float, int]] = []
+
+    def on_events(events) -> None:
+        for event in events:
+            if event[0] == "stored":
+                published.append((time.monotonic(), event[3][0]))
+
+    sim = build_engine(
+        SimConfig(model=MODEL, max_model_len=4096, kv_cache_memory_bytes=1 << 30),
+        on_kv_events=on_events,
+    )
+    clock = EngineClock(sim.core, time_scale=scale)
+
+    async def main() -> None:
+        clock.start()
+        done = [asyncio.Event() for _ in requests]
+        try:
+            for (request, delay), event in zip(requests, done, strict=True):
+                request.notify = lambda r, e=event: e.set() if r.finished else None
+                await asyncio.sleep(delay)
+                clock.submit(request)
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in done)), 60)
+        finally:
+            await clock.stop()
+
+    asyncio.run(main())
+    return clock, published
+
+
+def test_a_prefill_on_an_idle_engine_publishes_its_blocks_when_its_step_ends() -> None:
+    """vLLM publishes a step's cache events with the output it processes next: on an idle
+    engine, that is the prefill's own, at its end. Catches events sent as the step is
+    computed, which tell a KV-aware router of a prefix a step before real vLLM would, so that
+    the next request of the prefix follows it where on the hardware it would not."""
+    scale = 5.0  # a prefill step of some ms lasts five times as long on the wall clock
+    alone = SimRequest("alone", list(range(1000, 3000)), 2, arrival_time=0.0)
+    clock, published = _published_stores(scale, [(alone, 0.0)])
+    first_store = min(t for t, token in published if token == 1000)
+    step_end = clock._wall(alone.token_times[0])
+    assert first_store >= step_end - 0.002
+
+
+def test_a_step_decided_while_another_ran_publishes_as_it_starts() -> None:
+    """Async scheduling: a prefill decided while a decode step ran goes out with that step's
+    output, as the prefill starts, not a step later."""
+    scale = 5.0
+    decoding = SimRequest("decoding", list(range(1000, 1100)), 40, arrival_time=0.0)
+    late = SimRequest("late", list(range(50_000, 52_000)), 2, arrival_time=0.0)
+    clock, published = _published_stores(scale, [(decoding, 0.0), (late, 0.3)])
+    store = min(t for t, token in published if token == 50_000)
+    start, end = (clock._wall(x) for x in (late.first_scheduled_time, late.token_times[0]))
+    assert end - start > 0.02
+    assert store < start + (end - start) / 2
