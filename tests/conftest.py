@@ -32,7 +32,14 @@ def cluster(pytestconfig: pytest.Config) -> Iterator[TestCluster]:
         with capture.global_and_fixture_disabled():
             print(f"\n[test cluster] {message}", file=sys.stderr, flush=True)
 
-    test_cluster = TestCluster(say=say).start()
+    try:
+        test_cluster = TestCluster(say=say).start()
+    except RuntimeError as first:
+        # What a killed earlier session left on this machine can fail a start, whose stop()
+        # then clears it: say why on the terminal, then start once more; a second failure
+        # fails every test that needs the cluster.
+        say(f"the start failed; starting once more. Why:\n{first}")
+        test_cluster = TestCluster(say=say).start()
     try:
         yield test_cluster
     finally:
