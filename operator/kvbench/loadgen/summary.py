@@ -3,10 +3,12 @@
 Only measured requests count; warm-ups never do. Latencies are given on the wall clock and,
 when the server is the simulator (its `kvbench` extension on every response), on the
 simulated clock too, which is then the one reported (`latency_clock`): at a 20x speed-up the
-wall-clock figures are mostly the client's and the loopback's own overhead. A request's TTFT
-and e2e on the simulated clock are the server's own plus the wall time the request spent
-outside it (`outside_server`: the client, the network, a router in front), which does not
-shrink with the time scale on real hardware either.
+wall-clock figures are mostly the client's and the loopback's own overhead. On a server in
+real time or slower (time scale >= 1, as router arms run), a request's TTFT and e2e on the
+simulated clock are the server's own plus the wall time the request spent outside it
+(`outside_server`: the client, the network, a router in front), which takes as long on the
+hardware; sped up, that time is this machine's work at many times the hardware's request
+rate, and is left out.
 """
 
 from collections import Counter
@@ -202,11 +204,18 @@ def outside_server(r: RequestRecord) -> float:
     the simulated server's clock does not cover: the client, the network, a router in front
     (its real work, as on the hardware), and any lag of this machine in delivering the
     server's token. The server's share of the wall TTFT is its simulated TTFT times its time
-    scale; a server that never waits (scale 0, or virtual time) leaves nothing outside."""
+    scale. Only a server in real time or slower has one: sped up (or never waiting: scale 0,
+    virtual time) the client and this machine do many times the hardware's work per wall
+    second, and their time would say more of this machine than of the hardware."""
     sim = r.sim
-    if sim is None or sim.ttft is None or r.ttft is None or not sim.time_scale:
+    if sim is None or sim.ttft is None or r.ttft is None or not _real_time(sim.time_scale):
         return 0.0
-    return max(0.0, r.ttft - sim.ttft * sim.time_scale)
+    return max(0.0, r.ttft - sim.ttft * (sim.time_scale or 0.0))
+
+
+def _real_time(time_scale: float | None) -> bool:
+    """Whether a simulated server ran in real time or slower (`outside_server`)."""
+    return time_scale is not None and time_scale >= 1.0
 
 
 def timing_on_clock(
@@ -397,7 +406,7 @@ def summarize_records(
         summary.latency_clock = "simulated"
         window = _simulated_window(ok, window_seconds, time_scale)
         summary.simulated = _figures(ok, window, simulated=True, reporting=reporting)
-        if any(r.sim is not None and r.sim.time_scale for r in ok):
+        if any(r.sim is not None and _real_time(r.sim.time_scale) for r in ok):
             summary.outside_server = stats([outside_server(r) for r in ok])
     elif ok and scaled_by and scaled_by != 1.0:
         summary.latency_clock = "scaled"

@@ -325,8 +325,9 @@ def conditions(spec: ExperimentSpec, records: list[RunRecord]) -> dict[str, str]
     } | ({BALANCING: balancing} if (balancing := service_balancing(records)) else {})
 
 
-def _outside_medians(records: list[RunRecord], arms: list[str]) -> str:
-    """Each arm's range of per-run medians of the time outside the server, in ms."""
+def _outside_note(records: list[RunRecord], arms: list[str]) -> str:
+    """Which arms' simulated TTFTs hold the wall time outside the server (those in real time),
+    with each one's range of per-run medians, in ms."""
     parts = []
     for arm in arms:
         values = [
@@ -338,7 +339,13 @@ def _outside_medians(records: list[RunRecord], arms: list[str]) -> str:
             low, high = 1000 * min(values), 1000 * max(values)
             span = f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f}"
             parts.append(f"{arm} {span} ms")
-    return f": median per run {', '.join(parts)}" if parts else ""
+    if not parts:
+        return ""
+    return (
+        " In real time, an arm's TTFT and e2e hold the wall time each request spent outside "
+        "the server (client, connection, router), as on the hardware; median per run: "
+        f"{', '.join(parts)}. Sped up, they leave it out."
+    )
 
 
 def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
@@ -360,9 +367,8 @@ def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     elif simulated:
         notes.append(
             f"Arms {', '.join(simulated)}: latencies in simulated seconds (kvbench sim, time "
-            f"scale {scale:g}: one simulated second took {scale:g} s of wall time), each "
-            "request's TTFT and e2e with the wall time it spent outside the server (client, "
-            f"connection, router){_outside_medians(records, simulated)}."
+            f"scale {scale:g}: one simulated second took {scale:g} s of wall time)."
+            + _outside_note(records, simulated)
         )
     for name, clocks in sorted(by_arm.items()):
         arm = kinds.get(name)

@@ -79,8 +79,9 @@ def test_simulated_clock_when_every_response_has_it() -> None:
 
 def test_the_simulated_clock_keeps_the_wall_time_outside_the_server() -> None:
     """A router in front of the simulator, at time scale 1: the client waited 45 ms for a
-    first token the server made in 34, and those 11 ms happen on the hardware too. At a 20x
-    speed-up the server's share of the wall TTFT is a twentieth of its simulated TTFT."""
+    first token the server made in 34, and those 11 ms happen on the hardware too. Slowed
+    down 2x, the server's share of the wall TTFT is twice its simulated TTFT. Sped up 20x,
+    the time outside is this machine's, at 20x the hardware's request rate: left out."""
 
     def rec(i: int, wall: float, sim_ttft: float, scale: float | None) -> RequestRecord:
         sim = SimTiming(worker="w", arrival=float(i), ttft=sim_ttft, e2e=sim_ttft + 0.02,
@@ -92,8 +93,10 @@ def test_the_simulated_clock_keeps_the_wall_time_outside_the_server() -> None:
     assert real_time.simulated.e2e.p50 == pytest.approx(0.054 + 0.011)
     assert real_time.simulated.itl.max == 0.01
     assert real_time.outside_server.p50 == pytest.approx(0.011)
-    sped_up = summarize_records([rec(i, 0.0037, 0.034, 0.05) for i in range(3)], None, 1.0, 0.05)
-    assert sped_up.simulated.ttft.p50 == pytest.approx(0.034 + 0.002)
+    slowed = summarize_records([rec(i, 0.079, 0.034, 2.0) for i in range(3)], None, 1.0, 2.0)
+    assert slowed.simulated.ttft.p50 == pytest.approx(0.034 + 0.011)
+    sped_up = summarize_records([rec(i, 0.0127, 0.034, 0.05) for i in range(3)], None, 1.0, 0.05)
+    assert sped_up.simulated.ttft.p50 == 0.034 and sped_up.outside_server is None
     # a wall TTFT below the server's share (timer jitter) adds nothing; virtual time none
     early = summarize_records([rec(0, 0.030, 0.034, 1.0)], None, 1.0, 1.0)
     assert early.simulated.ttft.p50 == pytest.approx(0.034)
