@@ -7,6 +7,7 @@ A failing test's report carries the tail of every harness process's log.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,15 @@ import pytest
 
 from kvbench.testing.cluster import TestCluster
 from kvbench.testing.wait import wait_for
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests interrupt. A suite started in the background
+    (CI: `.ci/run &`, nohup) inherits SIGINT ignored, and an ignored signal stays ignored
+    across exec, so a `kvbench run` a test sends SIGINT would run on to its end; a handler
+    is reset to the default at exec instead."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
