@@ -190,8 +190,8 @@ class RunSummary(ApiModel):
     client_bound: bool = Field(False, description="The client, not the server, set the pace")
     outside_server_p50: float | None = Field(
         None,
-        description="Simulated clock: median wall seconds a request spent outside the "
-        "simulated server (client, network, router), part of its TTFT",
+        description="A simulator in real time: median wall seconds a request spent outside "
+        "the server (client, network, router), part of its TTFT",
     )
     latency_clock: str = Field(
         "wall",

@@ -125,7 +125,7 @@ class Summary(ApiModel):
     simulated: ClockFigures | None = None
     outside_server: Stats | None = Field(
         None,
-        description="Simulated clock: wall seconds each request spent outside the simulated "
+        description="A simulator in real time: wall seconds each request spent outside the "
         "server before its first token reached the client (client, network, router), "
         "included in its simulated TTFT and e2e",
     )
@@ -208,9 +208,11 @@ def outside_server(r: RequestRecord) -> float:
     virtual time) the client and this machine do many times the hardware's work per wall
     second, and their time would say more of this machine than of the hardware."""
     sim = r.sim
-    if sim is None or sim.ttft is None or r.ttft is None or not _real_time(sim.time_scale):
+    if sim is None or sim.ttft is None or r.ttft is None or sim.time_scale is None:
         return 0.0
-    return max(0.0, r.ttft - sim.ttft * (sim.time_scale or 0.0))
+    if not _real_time(sim.time_scale):
+        return 0.0
+    return max(0.0, r.ttft - sim.ttft * sim.time_scale)
 
 
 def _real_time(time_scale: float | None) -> bool:
