@@ -27,6 +27,7 @@ from kvbench.api import BenchmarkExperiment
 from kvbench.predict.figures import Figures
 from kvbench.predict.fit import FREE, SHARED_GPU_FREE, ParallelReplayer, base_profile, fit_profile
 from kvbench.predict.measured import load_measured
+from kvbench.sim.timing import resolve_profile
 
 COLUMNS = ("ttft_p50", "itl_p50", "output_tokens_per_second")
 STEP_COSTS = {
@@ -59,12 +60,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("measured", type=Path)
     parser.add_argument(
-        "--fit", default="1,2", help="prefix counts (busy workers) whose ITL and throughput "
-        "the step costs are fitted on"
+        "--fit",
+        default="1,6",
+        help="prefix counts (busy workers) whose ITL and throughput "
+        "the step costs are fitted on (the ends: one busy worker and all six tell the step's "
+        "shared GPU time from its host time best)",
     )
     parser.add_argument(
-        "--first-token", type=Path, required=True, help="a results directory of one request "
-        "at a time (hits and misses) whose TTFT the prefill and frontend costs are fitted on"
+        "--first-token",
+        type=Path,
+        required=True,
+        help="a results directory of one request "
+        "at a time (hits and misses) whose TTFT the prefill and frontend costs are fitted on",
+    )
+    parser.add_argument(
+        "--profile",
+        help="the timing profile the fit starts from (default: the one the "
+        "measured experiment's pools run with)",
     )
     parser.add_argument("--budget", type=int, default=30)
     parser.add_argument("--jobs", type=int, default=2)
@@ -75,11 +87,12 @@ def main() -> int:
     experiment = data.experiment
     runs = list(data.runs)
     steps = [r for r in runs if r.run.point.prefixes in fit_on]
+    start = resolve_profile(args.profile) if args.profile else base_profile(experiment)
     with ProcessPoolExecutor(args.jobs) as pool:
         replayer = ParallelReplayer(pool)
         # The step costs from ITL and throughput, then the prefill and frontend from TTFT.
         stepped = fit_profile(
-            experiment, steps, base_profile(experiment), budget=args.budget,
+            experiment, steps, start, budget=args.budget,
             replayer=replayer, name="fitted-shared", free=STEP_COSTS,
             figures=("itl_p50", "output_tokens_per_second"),
         )  # fmt: skip

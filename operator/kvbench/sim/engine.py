@@ -81,6 +81,9 @@ class EngineCore:
         self.num_steps = 0
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = itertools.count()
+        self._sampled: list[SimRequest] = []
+        """The requests the last step sampled a token for: in flight while the next step is
+        decided under async scheduling (`SimRequest.num_output_placeholders`)."""
 
     @property
     def has_work(self) -> bool:
@@ -138,7 +141,12 @@ class EngineCore:
         start = self.clock
         if not pipelined:
             scheduler.release_finished()
+        in_flight = self._sampled if pipelined else ()
+        for request in in_flight:
+            request.num_output_placeholders = 1
         batch = scheduler.schedule(start)
+        for request in in_flight:
+            request.num_output_placeholders = 0
         scheduler.release_finished()
         # Decided while the previous step ran (async scheduling): the host launched it then.
         head_start = start - self._last_start if pipelined else 0.0
@@ -165,6 +173,7 @@ class EngineCore:
         self._last_start, self._last_end = start, end
         self.num_steps += 1
         produced, finished = scheduler.update_from_output(batch, end)
+        self._sampled = produced
         if not scheduler.has_work:
             scheduler.release_finished()  # no next decision to hide them from: vLLM freed them
         stats = self.stats
@@ -189,6 +198,18 @@ class EngineCore:
         Where no latency histogram is kept (`EngineStats.observe_latencies`), the steps up to
         the next block boundary or finish are one stretch: their ends are a sum of step times
         and each request's tokens are appended at once (`_stretch`)."""
+        steps = self.num_steps
+        if self.async_scheduling and self._last_end == self.clock:
+            sampled = sum(1 for r in self._sampled if r.status is RequestStatus.RUNNING)
+            if sampled != len(self.scheduler.running):
+                return [], self.clock  # one ran without a token to wait for: step() decides
+        done = self._decode_steps(limit)
+        if self.num_steps != steps:
+            self._sampled = list(self.scheduler.running)
+        return done
+
+    def _decode_steps(self, limit: float) -> tuple[list[SimRequest], float]:
+        """`decode_steps` once every running request sampled in the previous step, if any."""
         scheduler, kv, stats, cost = self.scheduler, self.kv, self.stats, self.cost
         gpu = self.gpu
         running = scheduler.running
@@ -205,6 +226,9 @@ class EngineCore:
                 break
             context, needs, touch = 0, 0, False
             plain = finish = max_len  # steps with no block to take or fill; steps to a finish
+            # Pipelined, each request's last token is in flight: blocks it fills cache a step
+            # later (`SimRequest.num_output_placeholders`).
+            lag = 1 if self.async_scheduling and self._last_end == start else 0
             for request in running:
                 computed = request.num_computed_tokens
                 after = computed + 1
@@ -215,12 +239,12 @@ class EngineCore:
                 if after > room:
                     needs += 1
                     touch = True
-                elif after // bs > request.num_cached_blocks:
+                elif (after - lag) // bs > request.num_cached_blocks:
                     touch = True
                 context += after
                 if stretch and not touch:
-                    fill = (request.num_cached_blocks + 1) * bs - after
-                    plain = min(plain, fill, last - computed)  # fill < room - computed
+                    fill = (request.num_cached_blocks + 1) * bs - after + lag
+                    plain = min(plain, fill, last - computed)  # fill <= room - computed
                     out = request.num_output_tokens
                     finish = min(
                         finish, request.max_tokens - out, max_len - request.num_prompt_tokens - out
@@ -234,7 +258,9 @@ class EngineCore:
                 continue
             if touch:
                 for request in running:
+                    request.num_output_placeholders = lag
                     allocated = kv.allocate_slots(request, 1)
+                    request.num_output_placeholders = 0
                     assert allocated, "blocks were counted free"
             end = start + cost.step_time(
                 len(running), context, float(context), self._sharing(start)

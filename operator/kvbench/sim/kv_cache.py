@@ -182,7 +182,8 @@ class KVCacheManager:
         if num_new_blocks > 0:
             request.blocks.extend(pool.get_new_blocks(num_new_blocks))
         if self.enable_caching:
-            self.cache_blocks(request, min(num_computed + num_new_tokens, request.num_tokens))
+            known = request.num_tokens - request.num_output_placeholders
+            self.cache_blocks(request, min(num_computed + num_new_tokens, known))
         return True
 
     def cache_blocks(self, request: SimRequest, num_tokens: int) -> None:

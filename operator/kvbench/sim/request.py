@@ -66,6 +66,7 @@ class SimRequest:
         "num_cached_blocks",
         "num_cached_tokens",
         "num_computed_tokens",
+        "num_output_placeholders",
         "num_output_tokens",
         "num_preemptions",
         "num_prompt_tokens",
@@ -106,6 +107,10 @@ class SimRequest:
         self.notify = notify
         self.status = RequestStatus.WAITING
         self.num_output_tokens = 0
+        self.num_output_placeholders = 0
+        """vLLM's: tokens sampled but not yet back at the scheduler. Under async scheduling the
+        previous step's token is still in flight while the next step is decided, so that
+        decision caches blocks only up to the tokens known (``num_tokens`` less these)."""
         self.num_computed_tokens = 0
         self.num_cached_tokens = -1
         self.num_preemptions = 0

@@ -158,20 +158,20 @@ PROFILES: dict[str, TimingProfile] = {
         TimingProfile(
             name="qwen3-0.6b-h200",
             source="real vLLM 0.25 on an H200, Qwen3-0.6B (dummy weights), six workers "
-            "time-sliced on the GPU: roofline:h200 with its step costs fitted on the ITL and "
-            "throughput of one and two busy workers, its prefill and frontend on one request "
-            "at a time, a hit and a miss (bench/shared_gpu_check.py, "
+            "time-sliced on the GPU: its step costs fitted on the ITL and throughput of one "
+            "and six busy workers (two and four predicted), its prefill and frontend on one "
+            "request at a time, a hit and a miss (bench/shared_gpu_check.py, "
             "bench/results/real-vllm-0.25-h200-shared.txt)",
             calibrated_for="Qwen3-0.6B",
             gpu_memory_bytes=141 * 10**9,
             non_kv_overhead_bytes=int(1.5 * GIB),
-            bandwidth=1.03e12,
-            attention_bandwidth=3.21e12,
-            flops=177e12,
-            step_overhead_s=0.000714,
+            bandwidth=8.31e11,
+            attention_bandwidth=4.48e12,
+            flops=173e12,
+            step_overhead_s=0.000443,
             eager_launch_per_layer_s=0.000315,
             eager_extra_s=0.00045,
-            frontend_s=0.0117,
+            frontend_s=0.0119,
             frontend_per_token_s=1e-6,
             fitted_on=("h200.miss-ttft", "h200.hit-ttft"),  # flops, frontend_s
         ),

@@ -83,3 +83,41 @@ def test_a_finished_request_frees_its_blocks_after_the_next_decision():
     assert second.first_scheduled_time == first.finish_time
     first, second = _kv_bound(True)
     assert second.first_scheduled_time > first.finish_time  # one decode step of "short" later
+
+
+def _stored_blocks(async_scheduling: bool, max_tokens: int) -> list[tuple[int, int]]:
+    """(step, blocks) of each BlockStored of one 64-token request (four full blocks) decoding
+    `max_tokens` tokens alone: step 1 is its prefill, step k > 1 computes position 62 + k."""
+    published: list[tuple[int, int]] = []
+    holder: list[EngineCore] = []
+
+    def on_events(events: list) -> None:
+        step = holder[0].num_steps
+        published.extend((step, len(e[1])) for e in events if e[0] == "stored")
+
+    sim = build_engine(
+        SimConfig(model="Qwen/Qwen3-1.7B", max_model_len=4096, async_scheduling=async_scheduling),
+        on_kv_events=on_events,
+    )
+    core = sim.core
+    holder.append(core)
+    core.add_request(_request("alone", 64, 0.0, max_tokens=max_tokens))
+    _steps(core)
+    return published
+
+
+def test_a_decode_block_is_cached_a_step_later_under_async_scheduling():
+    """vLLM caches blocks up to the tokens it knows (`num_tokens`, which leaves out a token
+    in flight): the block position 79 fills is cached as step 17 computes it when that token
+    is known, and by the next decision (with the next block's allocation) when it is not.
+    Catches a simulator that caches under async scheduling as without it."""
+    assert _stored_blocks(False, 30) == [(1, 4), (17, 1)]
+    assert _stored_blocks(True, 30) == [(1, 4), (18, 1)]
+
+
+def test_a_block_the_last_computed_token_fills_is_never_cached_under_async_scheduling():
+    """17 output tokens: step 17 computes position 79 and samples the last. With async
+    scheduling no later decision sees that token known, and vLLM schedules no step past
+    max_tokens, so the block stays uncached (a next turn that repeats it misses it)."""
+    assert _stored_blocks(False, 17) == [(1, 4), (17, 1)]
+    assert _stored_blocks(True, 17) == [(1, 4)]
