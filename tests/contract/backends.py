@@ -177,9 +177,14 @@ class KubeBackend(Backend):
             time.sleep(0.5)
 
     def failed_creations(self) -> list[str]:
+        """FailedCreate events, less the API server's "please try again" (a 504 server
+        timeout on a busy machine): the controller retries those, and they say the control
+        plane was slow, not that what the back end asked for was refused."""
         events = self.core.list_namespaced_event(self.namespace).items
         return [
-            f"{e.involved_object.name}: {e.message}" for e in events if e.reason == "FailedCreate"
+            f"{e.involved_object.name}: {e.message}"
+            for e in events
+            if e.reason == "FailedCreate" and not (e.message or "").endswith("please try again.")
         ]
 
     def worker_names(self, experiment: BenchmarkExperiment) -> list[str]:
