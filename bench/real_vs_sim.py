@@ -3,7 +3,8 @@
 Runs `kvbench run FILE` into OUT/sim and, with --real, `kvbench run FILE --engine vllm` into
 OUT/real (same file, so the same seeds and request digests), then prints per run: digest
 equal, request hit rate, token hit rate from the responses and from the counters, TTFT p50
-(each side on its own clock: simulated seconds, wall seconds), preemptions and whether every
+(each side on its own clock: simulated seconds, wall seconds), the servers' own mean TTFT
+(their TTFT histograms: without the network and a router in front), preemptions and whether every
 pod served as many requests; then the medians over trials per point. Either side resumes
 where it stopped (kvbench run's own resume), so a cut-short run is finished by running again.
 
@@ -48,6 +49,7 @@ class Figures:
     token_hit_responses: float | None
     token_hit_counters: float | None
     ttft_p50: float | None
+    server_ttft_mean: float | None
     clock: str | None
     preemptions: float
     pod_requests: dict[str, float]
@@ -72,6 +74,7 @@ def load(root: Path) -> dict[str, Figures]:
             token_hit_responses=hits.token_hit_rate_responses if hits else None,
             token_hit_counters=hits.token_hit_rate_counters if hits else None,
             ttft_p50=record.summary.ttft_p50,
+            server_ttft_mean=record.summary.server_ttft_mean,
             clock=record.summary.latency_clock if record.error is None else None,
             preemptions=sum(p.preemptions for p in record.pods),
             pod_requests={p.pod: p.requests for p in record.pods},
@@ -105,6 +108,7 @@ MEDIANS = [
     ("tok hit resp", pct, "token_hit_responses", " %"),
     ("ctr", pct, "token_hit_counters", " %"),
     ("TTFT p50", ms, "ttft_p50", " ms"),
+    ("server TTFT mean", ms, "server_ttft_mean", " ms"),
     ("preempt", num, "preemptions", ""),
 ]
 """The medians per point: label, format, Figures field, unit."""
@@ -115,7 +119,7 @@ def table(sim: dict[str, Figures], real: dict[str, Figures]) -> list[str]:
     lines = [
         f"{'run (figures: sim / real)':<34} {'digest':>6} | {'req hit %':^17} | "
         f"{'tok hit % resp':^17} | {'tok hit % ctr':^17} | {'TTFT p50 ms':^17} | "
-        f"{'preempt':^13} | pods"
+        f"{'srv TTFT mean ms':^17} | {'preempt':^13} | pods"
     ]
     both = []
     for rid in sorted(set(sim) | set(real), key=lambda r: (sim.get(r) or real[r]).point + r):
@@ -132,6 +136,7 @@ def table(sim: dict[str, Figures], real: dict[str, Figures]) -> list[str]:
             f"{pair(pct, s.token_hit_responses, r.token_hit_responses, 7)} | "
             f"{pair(pct, s.token_hit_counters, r.token_hit_counters, 7)} | "
             f"{pair(ms, s.ttft_p50, r.ttft_p50, 7)} | "
+            f"{pair(ms, s.server_ttft_mean, r.server_ttft_mean, 7)} | "
             f"{pair(num, s.preemptions, r.preemptions, 5)} | "
             f"{same(s.pod_requests, r.pod_requests)}"
         )

@@ -121,6 +121,12 @@ class PodResult(ApiModel):
     requests: float = Field(0, description="Successful requests in the window")
     prompt_tokens: float = 0
     generation_tokens: float = 0
+    server_ttft_mean: float | None = Field(
+        None,
+        description="The server's own mean TTFT in the window (its "
+        "vllm:time_to_first_token_seconds histogram: receipt to first token, without the "
+        "network and a router in front)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -167,6 +173,7 @@ class RunSummary(ApiModel):
     token_hit_rate: float | None = Field(None, description="Hit tokens / queried tokens (counters)")
     requests_per_second: float | None = None
     output_tokens_per_second: float | None = None
+    ttft_mean: float | None = None
     ttft_p50: float | None = None
     ttft_p90: float | None = None
     ttft_p99: float | None = None
@@ -192,6 +199,12 @@ class RunSummary(ApiModel):
         None,
         description="A simulator in real time: median wall seconds a request spent outside "
         "the server (client, network, router), part of its TTFT",
+    )
+    server_ttft_mean: float | None = Field(
+        None,
+        description="The servers' own mean TTFT over the window, from their TTFT histograms "
+        "(on the server's clock); beside the client's (`ttftMean`), what the network and a "
+        "router in front add",
     )
     latency_clock: str = Field(
         "wall",

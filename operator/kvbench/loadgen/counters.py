@@ -19,6 +19,7 @@ from kvbench.loadgen.config import DirectMetrics
 
 __all__ = [
     "COUNTERS",
+    "OPTIONAL_COUNTERS",
     "CounterSource",
     "DirectCounters",
     "PodCounters",
@@ -37,9 +38,14 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "prompt_tokens": ("vllm:prompt_tokens_total",),
     "generation_tokens": ("vllm:generation_tokens_total",),
     "requests": ("vllm:request_success_total",),
+    "ttft_seconds": ("vllm:time_to_first_token_seconds_sum",),
+    "ttft_count": ("vllm:time_to_first_token_seconds_count",),
 }
 """PodDelta field -> vLLM sample names (v1 first, then the names of older releases). Samples
 are summed over their labels (engine, model_name, finished_reason)."""
+OPTIONAL_COUNTERS = frozenset({"ttft_seconds", "ttft_count"})
+"""Counters a server may lack without a note (Dynamo's workers export no TTFT histogram):
+their deltas stay None."""
 
 CACHE_INFO = "vllm:cache_config_info"
 _SETTLE_READS = 10
@@ -65,6 +71,20 @@ class PodDelta(ApiModel):
     requests: float = Field(0, description="Successful requests in the window")
     prompt_tokens: float = 0
     generation_tokens: float = 0
+    ttft_seconds: float | None = Field(
+        None,
+        description="Sum of the TTFTs the server measured in the window (its "
+        "vllm:time_to_first_token_seconds histogram: from its receipt of a request to its "
+        "first token, so without the network and a router in front)",
+    )
+    ttft_count: float | None = Field(None, description="First tokens that histogram counted")
+
+    @property
+    def server_ttft_mean(self) -> float | None:
+        """The server's own mean TTFT over the window; None where it measured none."""
+        if self.ttft_seconds is None or not self.ttft_count:
+            return None
+        return self.ttft_seconds / self.ttft_count
 
 
 class CounterSource(Protocol):
@@ -150,7 +170,8 @@ def pod_deltas(
         for field in COUNTERS:
             b, a = before[name].values.get(field), after[name].values.get(field)
             if a is None or b is None:
-                notes.append(f"pod {name} does not export {field}")
+                if field not in OPTIONAL_COUNTERS:
+                    notes.append(f"pod {name} does not export {field}")
                 continue
             if a < b:
                 notes.append(f"pod {name}: {field} went down ({b} -> {a}): the server restarted")

@@ -33,6 +33,7 @@ __all__ = [
     "hit_rates",
     "outside_server",
     "percentile",
+    "server_ttft_mean",
     "stats",
     "summarize_records",
     "timing_on_clock",
@@ -129,6 +130,13 @@ class Summary(ApiModel):
         "server before its first token reached the client (client, network, router), "
         "included in its simulated TTFT and e2e",
     )
+    server_ttft_mean: float | None = Field(
+        None,
+        description="The servers' own mean TTFT over the window, from their "
+        "vllm:time_to_first_token_seconds histograms (receipt to first token, on the server's "
+        "clock: the simulator's is simulated): the client's TTFT less what the network and a "
+        "router in front add. None unless every pod measured some",
+    )
     goodput: Goodput | None = Field(None, description="When the run had objectives (slo)")
     turns: list[TurnFigures] = Field(
         default_factory=list, description="Conversation workloads: figures per turn"
@@ -197,6 +205,15 @@ def hit_rates(ok: list[RequestRecord], pods: list[PodDelta] | None, reporting: b
     if a is not None and b is not None:
         rates.agree = round(a, 3) == round(b, 3)
     return rates
+
+
+def server_ttft_mean(pods: list[PodDelta]) -> float | None:
+    """The pods' TTFT histograms pooled: a mean over every first token they served, or None
+    where a pod has no histogram or none counted any (a pod that served nothing counts)."""
+    if not pods or any(p.ttft_seconds is None or p.ttft_count is None for p in pods):
+        return None
+    count = sum(p.ttft_count or 0.0 for p in pods)
+    return sum(p.ttft_seconds or 0.0 for p in pods) / count if count else None
 
 
 def outside_server(r: RequestRecord) -> float:
@@ -415,6 +432,7 @@ def summarize_records(
         summary.simulated = _figures(
             ok, window_seconds / scaled_by, simulated=False, reporting=reporting, divide=scaled_by
         )
+    summary.server_ttft_mean = server_ttft_mean(pods or [])
     clock = summary.latency_clock
     divide = scaled_by if clock == "scaled" and scaled_by else 1.0
     if objectives is not None:

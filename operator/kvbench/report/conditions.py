@@ -348,6 +348,28 @@ def _outside_note(records: list[RunRecord], arms: list[str]) -> str:
     )
 
 
+def _hop_note(records: list[RunRecord]) -> str | None:
+    """On the wall clock (real servers), each arm's range over runs of its client mean TTFT
+    less its servers' own (their TTFT histograms): the network, a Service proxy, a router."""
+    spans: dict[str, list[float]] = {}
+    for r in records:
+        s = r.summary
+        if s.latency_clock == "wall" and s.ttft_mean is not None and s.server_ttft_mean is not None:
+            spans.setdefault(r.arm, []).append(s.ttft_mean - s.server_ttft_mean)
+    if not spans:
+        return None
+    parts = []
+    for arm, values in sorted(spans.items()):
+        low, high = 1000 * min(values), 1000 * max(values)
+        span = f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f}"
+        parts.append(f"{arm} {span} ms")
+    return (
+        "Mean TTFT at the client less the servers' own (their vllm:time_to_first_token_seconds "
+        "histograms, receipt to first token), per run: what the network, a Service proxy or a "
+        f"router in front add: {', '.join(parts)}."
+    )
+
+
 def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
     """What each arm's figures are, by what serves it: the simulator's clock only for arms
     on the simulator, Dynamo's mocker only for Dynamo arms, an external arm as itself."""
@@ -405,4 +427,6 @@ def arm_notes(spec: ExperimentSpec, records: list[RunRecord]) -> list[str]:
                 "(requests, when its responses carry cached tokens; tokens, from the counters "
                 "of the pods its podSelector picks)."
             )
+    if (hop := _hop_note(records)) is not None:
+        notes.append(hop)
     return notes

@@ -97,6 +97,7 @@ def run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
         token_hit_rate=summary.hit_rates.token_hit_rate_counters,
         requests_per_second=clock.requests_per_second,
         output_tokens_per_second=clock.output_tokens_per_second,
+        ttft_mean=clock.ttft.mean,
         ttft_p50=clock.ttft.p50,
         ttft_p90=clock.ttft.p90,
         ttft_p99=clock.ttft.p99,
@@ -120,6 +121,7 @@ def run_summary(summary: Summary, client: ClientHealth) -> RunSummary:
         ],
         client_bound=client.client_bound,
         outside_server_p50=None if summary.outside_server is None else summary.outside_server.p50,
+        server_ttft_mean=summary.server_ttft_mean,
         latency_clock=summary.latency_clock,
     )
 
@@ -155,6 +157,7 @@ def _pods(result: LoadgenResult, workers: list[WorkerInfo]) -> list[PodResult]:
                 requests=delta.requests,
                 prompt_tokens=delta.prompt_tokens,
                 generation_tokens=delta.generation_tokens,
+                server_ttft_mean=delta.server_ttft_mean,
                 **known,
             )
         )

@@ -5,6 +5,7 @@ one pod, and latencies come from the simulated clock."""
 from typing import Any
 
 import httpx
+import pytest
 from loadgen_helpers import small_config
 
 from kvbench.loadgen.measure import run_sync
@@ -48,6 +49,11 @@ def test_counter_deltas_match_the_responses(start_sim) -> None:
     # two warmed prefixes on one worker that holds ~3.95 requests: every request hits
     assert s.hit_rates.request_hit_rate == 1.0
     assert all(r.cached_tokens == 2032 for r in measured)
+    # the server's TTFT histogram over the window: the measured requests' own TTFTs only
+    assert pod.ttft_count == 24
+    own = [r.sim.ttft for r in measured if r.sim is not None and r.sim.ttft is not None]
+    assert len(own) == 24
+    assert s.server_ttft_mean == pytest.approx(sum(own) / 24, rel=1e-3)
 
 
 def test_latencies_come_from_the_simulated_clock(start_sim) -> None:

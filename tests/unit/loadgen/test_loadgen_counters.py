@@ -1,5 +1,7 @@
 """Parsing vLLM's /metrics with prometheus_client's parser, and per-pod deltas."""
 
+import pytest
+
 from kvbench.loadgen.counters import PodCounters, parse_metrics, pod_deltas
 
 VLLM_PAGE = """\
@@ -38,6 +40,8 @@ def test_parse_a_vllm_page() -> None:
         "prompt_tokens": 4742.0,
         "generation_tokens": 128.0,
         "requests": 2.0,
+        "ttft_seconds": 0.2,
+        "ttft_count": 2.0,
     }
     assert counters.kv_cache_tokens == 585 * 16
 
@@ -47,6 +51,7 @@ def test_older_names_and_missing_counters() -> None:
     counters = parse_metrics("old", page)
     assert counters.values["prefix_cache_queries"] == 10.0
     assert counters.values["preemptions"] is None and counters.kv_cache_tokens is None
+    assert counters.values["ttft_seconds"] is None
 
 
 def _pod(name: str, **values: float | None) -> PodCounters:
@@ -74,3 +79,26 @@ def test_deltas_per_pod_with_notes() -> None:
     assert any("b: requests went down" in n for n in notes)
     assert any("gone was read only before" in n for n in notes)
     assert any("new was read only after" in n for n in notes)
+
+
+def test_the_servers_ttft_histogram_gives_its_mean_over_the_window() -> None:
+    """The histogram's sum and count are counters like the others: their deltas give the
+    window's own mean, not the mean since the server started."""
+    before = {"a": _pod("a", ttft_seconds=5.0, ttft_count=100)}
+    after = {"a": _pod("a", ttft_seconds=5.9, ttft_count=110)}
+    (pod,), notes = pod_deltas(before, after)
+    assert pod.ttft_seconds == pytest.approx(0.9) and pod.ttft_count == 10
+    assert pod.server_ttft_mean == pytest.approx(0.09)
+    assert notes == []
+
+
+def test_a_server_without_a_ttft_histogram_has_no_mean_and_no_note() -> None:
+    """Dynamo's workers export no TTFT histogram: that is no doubt about the counters."""
+    (pod,), notes = pod_deltas({"a": _pod("a")}, {"a": _pod("a", requests=3)})
+    assert pod.ttft_seconds is None and pod.server_ttft_mean is None
+    assert notes == []
+    counted_none = pod_deltas(
+        {"a": _pod("a", ttft_seconds=1.0, ttft_count=4)},
+        {"a": _pod("a", ttft_seconds=1.0, ttft_count=4)},
+    )[0][0]
+    assert counted_none.server_ttft_mean is None

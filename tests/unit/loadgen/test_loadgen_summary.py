@@ -62,6 +62,21 @@ def test_the_two_hit_rates_side_by_side() -> None:
     assert summarize_records(records, preempted, 1.0).hit_rates.agree is False
 
 
+def test_the_servers_own_ttft_is_pooled_over_every_first_token() -> None:
+    """Two pods: one served 30 first tokens at 20 ms, one 10 at 60 ms. The mean over the
+    window's first tokens is 30 ms, not the 40 ms of the pods' means averaged; a pod without
+    the histogram leaves no mean at all rather than one of some pods only."""
+    records = [_rec(i, ttft=0.05) for i in range(4)]
+    pods = [PodDelta(pod="a", ttft_seconds=0.6, ttft_count=30),
+            PodDelta(pod="b", ttft_seconds=0.6, ttft_count=10)]  # fmt: skip
+    assert summarize_records(records, pods, 1.0).server_ttft_mean == pytest.approx(0.03)
+    idle = [*pods, PodDelta(pod="c", ttft_seconds=0.0, ttft_count=0)]
+    assert summarize_records(records, idle, 1.0).server_ttft_mean == pytest.approx(0.03)
+    unmeasured = [*pods, PodDelta(pod="d")]
+    assert summarize_records(records, unmeasured, 1.0).server_ttft_mean is None
+    assert summarize_records(records, None, 1.0).server_ttft_mean is None
+
+
 def test_simulated_clock_when_every_response_has_it() -> None:
     sims = [SimTiming(worker="w", arrival=10.0 + i, ttft=0.04 + i / 100, e2e=1.0,
                       itl=[0.01, 0.02]) for i in range(3)]  # fmt: skip

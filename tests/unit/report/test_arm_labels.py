@@ -104,3 +104,39 @@ def test_the_simulated_clock_note_gives_each_arm_its_time_outside_the_server() -
         update={"outside_server_p50": None})}) for r in records]  # fmt: skip
     quiet = arm_notes(_router_experiment({"timeScale": 0.05}).spec, sped_up)
     assert not any("outside the server" in n for n in quiet)
+
+
+def test_on_the_wall_clock_each_arm_says_what_is_added_in_front_of_its_servers() -> None:
+    """Real vLLM: the client's mean TTFT less the servers' own histogram mean, per arm. Catches
+    a report that leaves the router's hop inside the TTFT unsaid, or mixes two arms' hops."""
+    records = [
+        record(
+            0, P8, 1, arm="service", ttft_mean=0.0440, latency_clock="wall", server_ttft_mean=0.0410
+        ),
+        record(
+            1,
+            P8,
+            1,
+            arm="cache-aware",
+            ttft_mean=0.0560,
+            latency_clock="wall",
+            server_ttft_mean=0.0420,
+        ),
+        record(
+            2,
+            P8,
+            2,
+            arm="cache-aware",
+            ttft_mean=0.0600,
+            latency_clock="wall",
+            server_ttft_mean=0.0440,
+        ),
+        record(3, P8, 3, arm="affinity", ttft_mean=0.0400, latency_clock="wall"),
+    ]
+    notes = arm_notes(_router_experiment({"timeScale": 1}).spec, records)
+    (hop,) = [n for n in notes if n.startswith("Mean TTFT at the client")]
+    assert hop.endswith("add: cache-aware 14.0-16.0 ms, service 3.0 ms.")
+    simulated = [r.model_copy(update={"summary": r.summary.model_copy(
+        update={"latency_clock": "simulated"})}) for r in records]  # fmt: skip
+    assert not any("Mean TTFT at the client" in n for n in arm_notes(
+        _router_experiment({"timeScale": 1}).spec, simulated))  # fmt: skip
