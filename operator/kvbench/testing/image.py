@@ -264,13 +264,16 @@ def _build(tag: str, digest: str, target: ImageTarget) -> float:
     return time.monotonic() - start
 
 
-def _prune(repository: str) -> None:
-    """Our older source-hash images, newest kept; one a container uses refuses and stays."""
+def _prune(repository: str, built: str) -> None:
+    """Our older source-hash images, the one just `built` and the newest others kept; one a
+    container uses refuses and stays. `built` is named, not found by age: a build whose
+    every step was cached gets its image's old creation time, and sorts among the oldest."""
     listed = _docker(
         "images", "--filter", f"reference={repository}:{_TAG_PREFIX}*",
         "--format", "{{.Repository}}:{{.Tag}}",
     )  # fmt: skip
-    for tag in listed.split()[_KEEP_IMAGES:]:  # newest first
+    others = [tag for tag in listed.split() if tag != built]  # newest first
+    for tag in others[_KEEP_IMAGES - 1 :]:
         subprocess.run([_DOCKER, "rmi", tag], capture_output=True)
 
 
@@ -306,7 +309,7 @@ def ensure_image(target: ImageTarget = "kvbench") -> BuiltImage:
         _ensure_base(base_image_name())
         seconds = _build(tag, digest, target)
         record.write_text(json.dumps({"tag": tag, "seconds": round(seconds, 1)}))
-        _prune(repository)
+        _prune(repository, tag)
     return _inspect(tag, seconds, built_now=True)
 
 
