@@ -154,6 +154,23 @@ class KubeBackend(Backend):
 
         await asyncio.to_thread(kill)
 
+    def wait_measuring(self, names: ChildNames, timeout: float = 120) -> None:
+        """Until the load generator's pod logs its warm-up done: its measured window has
+        begun (a Job just made has not even started its pod; a fault then lands before it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pods = self.core.list_namespaced_pod(
+                self.namespace, label_selector=f"job-name={names.load}"
+            ).items
+            for pod in pods:
+                if pod.status.phase != "Running":
+                    continue
+                log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)
+                if "warmup: " in log and " requests done" in log.split("warmup: ", 1)[1]:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError(f"{names.load} never began its measured window")
+
     def leftovers(self) -> list[str]:
         """Pods, StatefulSets, Deployments and Jobs of the experiment still there after their
         deletion had a minute to finish."""

@@ -92,12 +92,15 @@ def kube(cluster: TestCluster, namespace: str, experiment_crd: str) -> KubeBacke
 def test_a_worker_out_of_the_service_for_part_of_the_window_is_reported(
     kube: KubeBackend,
 ) -> None:
-    experiment = small_experiment()
+    # Flipped once the window has begun (flipped as the Job is made, the worker could be back
+    # before the warm-up ends), in a window of about 10 s (half real time).
+    experiment = small_experiment(simulator={"timeScale": 0.5})
 
     async def scenario() -> tuple[list[WorkerInfo], list[str]]:
         cluster = kube.cluster()
         workers, _, config = await _service_arm(cluster, experiment)
         await cluster.start_load(experiment.spec, config, NAMES)
+        await asyncio.to_thread(kube.wait_measuring, NAMES)
         await asyncio.to_thread(flip_readiness, kube.core, kube.namespace, workers[1].name)
         await cluster.wait_load(NAMES, 180)
         problems = await cluster.check_workers(workers)
