@@ -96,6 +96,21 @@ class LocalBackend(Backend):
         return [f"{p.name}-{i}" for p in experiment.spec.workers for i in range(p.replicas)]
 
 
+def _describe(pod) -> str:
+    """`pod/NAME`, and where it is in its end: a pod that outlives its deletion says why."""
+    containers = [
+        f"{c.name} {next(k for k, v in c.state.to_dict().items() if v)}"
+        for c in pod.status.container_statuses or []
+        if c.state is not None
+    ]
+    deleting = pod.metadata.deletion_timestamp
+    return (
+        f"pod/{pod.metadata.name} ({pod.status.phase} on {pod.spec.node_name}"
+        f"{f', deleted at {deleting:%H:%M:%S}' if deleting else ''}"
+        f"{', ' + ', '.join(containers) if containers else ''})"
+    )
+
+
 class KubeBackend(Backend):
     """The Kubernetes back end on the test cluster, owned by a real experiment resource (no
     operator runs: the test drives the back end as the runner would)."""
@@ -180,7 +195,7 @@ class KubeBackend(Backend):
         deadline = time.monotonic() + 60
         while True:
             found = [
-                *(f"pod/{p.metadata.name}" for p in self.core.list_namespaced_pod(
+                *(_describe(p) for p in self.core.list_namespaced_pod(
                     self.namespace, label_selector=selector).items),
                 *(f"statefulset/{s.metadata.name}" for s in apps.list_namespaced_stateful_set(
                     self.namespace, label_selector=selector).items),

@@ -16,7 +16,8 @@ from kvbench.kube.chart import render_chart
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(
-    [*ROOT.glob("scripts/*.sh"), *ROOT.glob("operator/kvbench/testing/*.sh"), ROOT / ".ci/run"]
+    [*ROOT.glob("scripts/*.sh"), *ROOT.glob("operator/kvbench/testing/*.sh"),
+     *ROOT.glob("bench/**/*.sh"), ROOT / ".ci/run"]
 )
 DEMO = ROOT / "scripts" / "kind-demo.sh"
 

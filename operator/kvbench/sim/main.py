@@ -101,9 +101,23 @@ async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> in
         if publisher is not None:
             publisher.close()
         return 1
+    # vLLM ends on SIGTERM while it initializes too (its setup_server's handler): a pod deleted
+    # while it loads goes at once, not after its grace period (PID 1 ignores an unhandled TERM).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     if config.load_seconds > 0:
         logger.info("Loading model weights (%.1f s, --load-seconds)", config.load_seconds)
-        await asyncio.sleep(config.load_seconds)
+        try:
+            await asyncio.wait_for(stop.wait(), config.load_seconds)
+        except TimeoutError:
+            pass
+        else:
+            logger.info("Terminated while loading")
+            if publisher is not None:
+                publisher.close()
+            return 0
     host = config.host or "0.0.0.0"
     uvicorn_logger.info("Started server process [%d]", os.getpid())
     uvicorn_logger.info("Waiting for application startup.")
@@ -113,10 +127,6 @@ async def serve(config: SimConfig, unknown_flags: list[str] | None = None) -> in
         "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, running.port
     )
     logger.info("Worker %s ready", server.worker)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     uvicorn_logger.info("Shutting down")
     await running.close()

@@ -108,3 +108,23 @@ def test_virtual_timings_do_not_depend_on_the_time_scale():
     fast, scaled = _serial_timings(0.0), _serial_timings(1.0)
     for a, b in zip(fast, scaled, strict=True):
         assert b == pytest.approx(a, abs=1e-9)
+
+
+def test_sigterm_while_loading_ends_the_server_at_once():
+    """As vLLM's start-up handler does: a container's PID 1 ignores a TERM it has no handler
+    for, so without one a pod deleted while loading would wait out its grace period."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvbench.sim", "--model", "Qwen/Qwen3-0.6B", "--port", "0",
+         "--kv-cache-memory-bytes", "1G", "--max-model-len", "4096", "--load-seconds", "300"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while "Loading model weights" not in (line := proc.stdout.readline()):
+            assert line, "the simulator exited before loading"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Terminated while loading" in out
+    assert "Uvicorn running" not in err
