@@ -22,7 +22,9 @@ workers on one H200 (`bench/results/real-vllm-0.25-h200-shared.txt`, `-prefill.t
   with its length: the steps it waits for, not a share of its own work.
 
 Counting at a step's start is the approximation: a step that starts alone runs at full speed
-even if another starts while it runs (that other one counts it).
+even if another starts while it runs (that other one counts it). Long steps started together on
+several workers are queued here, where real vLLM time-slices them and they end together
+(docs/simulator.md, "GPUs shared by several workers").
 
 `GpuShare` is what the engine asks; `FileGpuShare` shares a GPU among `kvbench sim serve`
 processes on the wall clock, `InProcessGpu` among engines of one process (virtual time).
