@@ -22,7 +22,9 @@ py312=(--only-binary=:all: --python-version 3.12 --implementation cp
   python3 -m pip download -q --no-deps "${py312[@]}" -d "$DL/vllm" vllm==0.25.0
 # vllm-router and what its launcher imports; then the pure-Python part of what `import
 # kvbench.cli` and the load generator need beyond vLLM's own dependencies (aiohttp, PyYAML and
-# prometheus_client come with those; the 64 MiB that travel leave no room for more).
+# prometheus_client come with those; the 64 MiB that travel leave no room for more). The H100
+# lent on 2026-12-05 had click, rich, httpx, aiohttp, PyYAML and uvloop already: the fallback
+# is for a machine without them.
 rm -f "$DL"/extra/*.whl
 python3 -m pip download -q --no-deps "${py312[@]}" -d "$DL/extra" \
   vllm-router==0.1.17 setproctitle==1.3.8 orjson==3.13.0 \
