@@ -71,8 +71,12 @@ def test_virtual_time_hits_and_times_as_http_does(http: Ran, virtual: list[Ran])
             f"p90 {real.ttft_p90:.4f} / {ours.ttft_p90:.4f}, "
             f"ITL p50 {real.itl_p50:.5f} / {ours.itl_p50:.5f}"
         )
-        assert ours.request_hit_rate == pytest.approx(real.request_hit_rate, abs=0.01)
-        assert ours.token_hit_rate == pytest.approx(real.token_hit_rate, abs=0.01)
+        # Two requests of the window: at 24 prefixes through the Service, which prefixes the
+        # LRU keeps follows the HTTP path's arrivals on this machine's wall clock (CI saw 14
+        # hits of 96 against 12); other token ids or another salt miss every prefix.
+        slack = 2 / real.requests
+        assert ours.request_hit_rate == pytest.approx(real.request_hit_rate, abs=slack)
+        assert ours.token_hit_rate == pytest.approx(real.token_hit_rate, abs=slack)
         http_rows = _measured(http, record)
         virtual_rows = _measured(virtual[0], twin)
         for q in (50, 90):
