@@ -38,7 +38,7 @@ if [ ! -f "$DEV/site.tar.xz" ] || [ "$(cat "$DEV/site.stamp" 2>/dev/null)" != "$
 fi
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/extra" "$work/bin"
+mkdir -p "$work/extra"
 for w in "$DL"/extra/*.whl; do python3 -m zipfile -e "$w" "$work/extra"; done
 strip --strip-unneeded "$work"/extra/vllm_router_rs.abi3.so   # 62 MB, 12 of them symbols
 find "$work/extra" -name __pycache__ -prune -exec rm -rf {} +

@@ -5,7 +5,6 @@ never calls, get stand-ins when the machine lacks them."""
 
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import os
 import sys
 import types
