@@ -30,7 +30,7 @@ from kvbench.sim.gpu_share import GpuShare
 from kvbench.sim.kv_cache import KVCacheManager
 from kvbench.sim.metrics import EngineGauges, EngineStats
 from kvbench.sim.request import FinishReason, RequestStatus, SimRequest
-from kvbench.sim.scheduler import Scheduler
+from kvbench.sim.scheduler import Batch, Scheduler
 from kvbench.sim.timing import CostModel
 
 __all__ = ["EngineCore", "StepResult"]
@@ -50,6 +50,22 @@ class StepResult:
     """Decided while the previous step ran (async scheduling). vLLM publishes the cache
     events of a step's scheduling with the output it processes next: a pipelined step's go
     out as it starts (with its predecessor's output), any other's when it ends."""
+    settled: bool = True
+    """False for a long step on a shared GPU whose end others can still move: nothing is
+    produced yet, `end` is its end as far as is known, and `step()` then settles it."""
+
+
+@dataclass(slots=True)
+class _LongStep:
+    """A long step begun on a shared GPU, its outputs due when it settles."""
+
+    batch: Batch
+    start: float
+    pipelined: bool
+
+
+SETTLE_SLACK = 1e-9
+"""Seconds by which a long step's end may move from rounding alone."""
 
 
 class EngineCore:
@@ -82,17 +98,19 @@ class EngineCore:
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = itertools.count()
         self._sampled: list[SimRequest] = []
+        self._long: _LongStep | None = None
         """The requests the last step sampled a token for: in flight while the next step is
         decided under async scheduling (`SimRequest.num_output_placeholders`)."""
 
     @property
     def has_work(self) -> bool:
-        return bool(self._arrivals) or self.scheduler.has_work
+        return bool(self._arrivals) or self.busy
 
     @property
     def busy(self) -> bool:
-        """True while requests are queued or running (not only announced)."""
-        return self.scheduler.has_work
+        """True while requests are queued or running (not only announced), or a step is yet
+        to settle."""
+        return self.scheduler.has_work or self._long is not None
 
     def next_arrival_time(self) -> float | None:
         return self._arrivals[0][0] if self._arrivals else None
@@ -123,7 +141,10 @@ class EngineCore:
                 add(request)
 
     def step(self) -> StepResult | None:
-        """Run one engine step; None when there is nothing to do at all."""
+        """Run one engine step; None when there is nothing to do at all. On a shared GPU a
+        long step takes two calls: one starts it, one at its end settles it."""
+        if self._long is not None:
+            return self._settle(self._long)
         scheduler = self.scheduler
         pipelined = self.async_scheduling and self._last_end == self.clock
         horizon = self._last_start if pipelined else self.clock
@@ -158,17 +179,22 @@ class EngineCore:
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
-        sharing, wait = self._share(start, batch.num_tokens)
+        if self.gpu is not None and self.cost.beyond_graphs(batch.num_tokens):
+            return self._begin_long(batch, start, head_start, pipelined)
         end = start + self.cost.step_time(
             batch.num_tokens,
             batch.context_tokens,
             batch.attention_pairs,
-            sharing,
+            self._sharing(start),
             head_start,
-            wait,
         )
         if self.gpu is not None:
-            self.gpu.occupy(start, end, wait)
+            self.gpu.occupy(start, end)
+        return self._complete(batch, start, end, pipelined)
+
+    def _complete(self, batch: Batch, start: float, end: float, pipelined: bool) -> StepResult:
+        """The step's outputs at its end: tokens sampled, requests finished, events out."""
+        scheduler = self.scheduler
         self.clock = end
         self._last_start, self._last_end = start, end
         self.num_steps += 1
@@ -185,6 +211,36 @@ class EngineCore:
         return StepResult(
             start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
         )
+
+    def _begin_long(
+        self, batch: Batch, start: float, head_start: float, pipelined: bool
+    ) -> StepResult:
+        """A step beyond the CUDA graphs on a shared GPU: it waits out the others' captured
+        steps and shares the GPU with their long steps, so its end moves when another begins
+        during it. Its outputs wait for `step()` at its end (`_settle`)."""
+        gpu = self.gpu
+        assert gpu is not None
+        work, host, launch = self.cost.uncaptured_step(
+            batch.num_tokens, batch.context_tokens, batch.attention_pairs, head_start
+        )
+        end = gpu.begin_long(start, gpu.others_remaining(start), work, host, start + launch)
+        self._long = _LongStep(batch, start, pipelined)
+        self.clock = end
+        return StepResult(start, end, batch.num_tokens, len(batch.requests), [], [], pipelined,
+                          settled=False)  # fmt: skip
+
+    def _settle(self, long: _LongStep) -> StepResult:
+        """At the end `_begin_long` gave: the step ends now unless a long step that began on
+        another worker since has moved its end (then the clock moves there, nothing done)."""
+        assert self.gpu is not None
+        end = self.gpu.long_end(self.clock)
+        if end > self.clock + SETTLE_SLACK:
+            self.clock = end
+            batch = long.batch
+            return StepResult(long.start, end, batch.num_tokens, len(batch.requests), [], [],
+                              settled=False)  # fmt: skip
+        self._long = None
+        return self._complete(long.batch, long.start, self.clock, long.pipelined)
 
     def decode_steps(self, limit: float) -> tuple[list[SimRequest], float]:
         """Run the steps that are one decode token for every running request, decided before
@@ -333,14 +389,6 @@ class EngineCore:
     def _sharing(self, start: float) -> int:
         """The workers running a step on this engine's GPU at `start`, this one included."""
         return 1 if self.gpu is None else 1 + self.gpu.others_running(start)
-
-    def _share(self, start: float, num_tokens: int) -> tuple[int, float]:
-        """How a step of `num_tokens` starting at `start` shares the GPU (`step_time`'s
-        `sharing` and `wait`): a step beyond the CUDA graphs waits for the others' running
-        steps, any other is time-sliced with them."""
-        if self.gpu is not None and self.cost.beyond_graphs(num_tokens):
-            return 1, self.gpu.others_remaining(start)
-        return self._sharing(start), 0.0
 
     def _finished(self, finished: list[SimRequest], end: float) -> tuple[list[SimRequest], float]:
         """After a decode step that finished `finished`: as `step()` leaves the scheduler."""

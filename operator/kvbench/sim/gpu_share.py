@@ -6,8 +6,9 @@ to several pods this way, with no memory or fault isolation between them, unlike
 H200, with its default time slice, a process with long kernels holds the GPU about 2 ms before
 a waiting one runs (`bench/gpu_timeslice.py`). MPS instead runs the kernels of several
 processes at once on separate SMs, which helps only where one worker's kernels leave SMs idle.
-What the simulator models is time-slicing, in two rules measured on real vLLM 0.25 with six
-workers on one H200 (`bench/results/real-vllm-0.25-h200-shared.txt`, `-prefill.txt`):
+What the simulator models is time-slicing, in three rules measured on real vLLM 0.25 with three
+to six workers on one GPU (`bench/results/real-vllm-0.25-h200-shared.txt`, `-prefill.txt`,
+`-arms-shared.txt`):
 
 - a step CUDA graphs cover (every decode step, short mixed steps) has its GPU time (its
   rooflines) multiplied by the number of workers on the GPU running a step when it starts,
@@ -15,16 +16,24 @@ workers on one H200 (`bench/results/real-vllm-0.25-h200-shared.txt`, `-prefill.t
   server having its own CPU. In a steady state where k workers decode, every step takes k
   times its GPU time: the ITL measured at 1 to 6 busy workers.
 - a step beyond the captured graphs (a long prefill chunk, launched kernel by kernel) first
-  waits for what is left of the steps the others are running when it starts (of each no more
-  than its own work: a step that is itself waiting passes none of its wait on), then runs
-  alone; the others' steps that start meanwhile count it as running. A 2,048-token prefill beside
-  five decoding workers took 1.7-2x its time alone, not 6x, and its extra time hardly grew
-  with its length: the steps it waits for, not a share of its own work.
+  waits for what is left of the captured steps the others are running when it starts (of each
+  no more than its own work), then runs. A 2,048-token prefill beside five decoding workers
+  took 1.7-2x its time alone, not 6x, and its extra time hardly grew with its length: the
+  steps it waits for, not a share of its own work.
+- long steps on several workers at once divide the GPU equally among them while they overlap
+  (processor sharing, the limit of round-robin time slices far shorter than the steps): eight
+  2,371-token misses on three workers of one GPU reach their first tokens together on real
+  vLLM, where running them one after another frees the worker that started first long before
+  the others. A long step's end therefore moves when another starts during it: `begin_long`
+  gives the end as far as is known, `long_end` the end once the caller's clock reaches it.
 
-Counting at a step's start is the approximation: a step that starts alone runs at full speed
-even if another starts while it runs (that other one counts it). Long steps started together on
-several workers are queued here, where real vLLM time-slices them and they end together
-(docs/simulator.md, "GPUs shared by several workers").
+Counting at a step's start is the approximation of the first rule: a step that starts alone
+runs at full speed even if another starts while it runs (that other one counts it).
+
+Processor sharing is kept by its virtual time (as fair queueing keeps it): the GPU's virtual
+time V advances at 1/n per second while n long steps run, a step of GPU work w that begins
+its work when V is v ends when V reaches v + w, so a later step changes how fast V runs, never
+the marks already given.
 
 `GpuShare` is what the engine asks; `FileGpuShare` shares a GPU among `kvbench sim serve`
 processes on the wall clock, `InProcessGpu` among engines of one process (virtual time).
@@ -32,138 +41,346 @@ processes on the wall clock, `InProcessGpu` among engines of one process (virtua
 
 from __future__ import annotations
 
+import fcntl
+import math
 import os
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 __all__ = ["FileGpuShare", "GpuShare", "InProcessGpu"]
 
-_SLOT = struct.Struct("<dd")
 MAX_WORKERS_PER_GPU = 64
 """Slots a shared GPU's file holds (the `workersPerGpu` limit)."""
+_MARK_SLACK = 1e-12
+"""Virtual-time rounding under which a long step's mark counts as reached."""
+
+
+@dataclass(slots=True)
+class _LongStep:
+    """One worker's step beyond the CUDA graphs, on the share's clock."""
+
+    ready: float
+    """When its GPU work may begin: its start plus what it waits for."""
+    work: float
+    """Its GPU seconds alone."""
+    tail: float
+    """Host seconds after its GPU work (the per-step overhead)."""
+    floor: float
+    """The earliest it can end (the host's launch of its kernels)."""
+    mark: float = math.nan
+    """The virtual time at which its GPU work is done; NaN until it began."""
+    done: float = math.nan
+    """When its GPU work was done; NaN until then."""
+
+    def end(self, done: float) -> float:
+        return max(done + self.tail, self.floor)
+
+
+@dataclass(slots=True)
+class _Slot:
+    short_end: float = -math.inf
+    """When its current captured step ends."""
+    short_work: float = 0.0
+    long: _LongStep | None = None
+
+
+@dataclass(slots=True)
+class _GpuState:
+    """Every slot of one GPU, and the virtual time V of its long steps at `at`."""
+
+    slots: list[_Slot]
+    at: float = -math.inf
+    v: float = 0.0
+    _ends: dict[int, float] | None = field(default=None, repr=False)
+
+    def advance(self, until: float) -> None:
+        """Process the long steps' beginnings and ends up to `until`."""
+        self._ends = None
+        self.at, self.v = _share(self._unfinished(), self.at, self.v, until)
+
+    def long_ends(self) -> dict[int, float]:
+        """When each slot's last long step ends (if unfinished, if no other begins)."""
+        if self._ends is None:
+            ahead = {i: replace(step) for i, step in self._unfinished().items()}
+            _share(ahead, self.at, self.v, math.inf)
+            self._ends = {
+                i: s.long.end(ahead[i].done if i in ahead else s.long.done)
+                for i, s in enumerate(self.slots)
+                if s.long is not None
+            }
+        return self._ends
+
+    def _unfinished(self) -> dict[int, _LongStep]:
+        return {
+            i: s.long
+            for i, s in enumerate(self.slots)
+            if s.long is not None and math.isnan(s.long.done)
+        }
+
+
+def _share(
+    steps: dict[int, _LongStep], at: float, v: float, until: float
+) -> tuple[float, float]:
+    """Processor sharing of `steps` from (`at`, V = `v`) to `until` (inf: until all are done):
+    marks the steps that begin and end on the way; returns the new (at, V)."""
+    left = list(steps.values())
+    while left:
+        running = [s for s in left if not math.isnan(s.mark)]
+        n = len(running)
+        begin = min((s.ready for s in left if math.isnan(s.mark)), default=math.inf)
+        finish = at + (min(s.mark for s in running) - v) * n if n else math.inf
+        nxt = min(begin, finish)
+        if nxt > until or nxt == math.inf:
+            break
+        nxt = max(nxt, at)
+        if n:
+            v += (nxt - at) / n
+        at = nxt
+        for s in running:
+            if s.mark <= v + _MARK_SLACK:
+                s.done = at
+        for s in left:
+            if math.isnan(s.mark) and s.ready <= at:
+                s.mark = v + s.work
+        left = [s for s in left if math.isnan(s.done)]
+    if until != math.inf and until > at:
+        n = sum(1 for s in left if not math.isnan(s.mark))
+        if n:
+            v += (until - at) / n
+        at = until
+    return at, v
 
 
 class GpuShare(ABC):
     """One worker's view of the GPU it shares; times are the worker's virtual seconds."""
 
-    @abstractmethod
+    def __init__(self, slot: int) -> None:
+        if not 0 <= slot < MAX_WORKERS_PER_GPU:
+            raise ValueError(f"shared GPU slot {slot}: not in 0..{MAX_WORKERS_PER_GPU - 1}")
+        self.slot = slot
+
     def others_running(self, at: float) -> int:
         """How many other workers on the GPU are running a step at `at`."""
+        state, now = self._read(), self._share_time(at)
+        ends = state.long_ends()
+        return sum(
+            1
+            for i, s in enumerate(state.slots)
+            if i != self.slot and (s.short_end > now or ends.get(i, -math.inf) > now)
+        )
 
-    @abstractmethod
     def others_remaining(self, at: float) -> float:
-        """The GPU work left, summed, of the steps the other workers on the GPU are running
-        at `at`: of each, what is left of it, but no more than its own work (a step still
-        waiting for others does not pass its wait on: waits never compound)."""
+        """The GPU work left, summed, of the captured steps the other workers on the GPU are
+        running at `at`: of each, what is left of it, but no more than its own work."""
+        state, now = self._read(), self._share_time(at)
+        left = 0.0
+        for i, s in enumerate(state.slots):
+            if i != self.slot and s.short_end > now:
+                left += min(s.short_end - now, s.short_work)
+        return left / self._scale()
 
     @abstractmethod
-    def occupy(self, start: float, end: float, waiting: float = 0.0) -> None:
-        """This worker runs a step (or steps back to back) from `start` to `end`, the first
-        `waiting` seconds of it waiting for the other workers' steps."""
+    def occupy(self, start: float, end: float) -> None:
+        """This worker runs captured steps back to back from `start` to `end`."""
+
+    def begin_long(self, start: float, wait: float, work: float, tail: float,
+                   floor: float) -> float:  # fmt: skip
+        """This worker starts a step beyond the graphs at `start`: `wait` seconds for the
+        others' captured steps, then `work` seconds of GPU work shared with the other long
+        steps, then `tail` on the host, ending no sooner than `floor`. Returns its end as far
+        as is known: another long step that begins before it moves it later."""
+        scale = self._scale()
+        with self._update() as state:
+            state.advance(self._share_time(start))
+            state.slots[self.slot].long = _LongStep(
+                self._share_time(start + wait), work * scale, tail * scale,
+                self._share_time(floor),
+            )  # fmt: skip
+            state.advance(state.at)
+            end = state.long_ends()[self.slot]
+        return self._virtual(end)
+
+    def long_end(self, at: float) -> float:
+        """The end of this worker's long step, with every long step begun by `at` (the
+        caller's clock, which has reached the end last given)."""
+        with self._update() as state:
+            state.advance(self._share_time(at))
+            own = state.slots[self.slot].long
+            if own is None:
+                raise RuntimeError("long_end() without begin_long()")
+            end = state.long_ends()[self.slot]
+        return self._virtual(end)
 
     @abstractmethod
     def bind(self, to_wall: Callable[[float], float]) -> None:
         """Set how this worker's virtual seconds map onto monotonic wall seconds (where the
         share is kept on the wall clock)."""
 
+    @abstractmethod
+    def _read(self) -> _GpuState: ...
 
-def _left(ends_and_work: list[tuple[float, float]], now: float) -> float:
-    """What `others_remaining` sums, on one clock."""
-    total = 0.0
-    for end, work in ends_and_work:
-        if end > now:
-            total += end - now if end - now < work else work
-    return total
+    @abstractmethod
+    def _update(self) -> _Update: ...
+
+    def _share_time(self, virtual: float) -> float:
+        return virtual
+
+    def _virtual(self, share: float) -> float:
+        return share
+
+    def _scale(self) -> float:
+        return 1.0
+
+
+class _Update:
+    """A read-modify-write of the share's state, between `lock` and `unlock`."""
+
+    def __init__(
+        self,
+        load: Callable[[], _GpuState],
+        store: Callable[[_GpuState], None],
+        lock: Callable[[], None] = lambda: None,
+        unlock: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._load, self._store, self._lock, self._unlock = load, store, lock, unlock
+        self._state: _GpuState | None = None
+
+    def __enter__(self) -> _GpuState:
+        self._lock()
+        try:
+            self._state = self._load()
+        except BaseException:
+            self._unlock()
+            raise
+        return self._state
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        try:
+            if kind is None and self._state is not None:
+                self._store(self._state)
+        finally:
+            self._unlock()
 
 
 class InProcessGpu:
     """A GPU shared by engines on one virtual clock; `member(slot)` is each one's view."""
 
     def __init__(self) -> None:
-        self._until: dict[int, float] = {}
-        self._work: dict[int, float] = {}
+        self.state = _GpuState([_Slot() for _ in range(MAX_WORKERS_PER_GPU)])
+        self._taken: set[int] = set()
 
     def member(self, slot: int) -> GpuShare:
-        if slot in self._until:
+        if slot in self._taken:
             raise ValueError(f"slot {slot} of the shared GPU is taken")
-        self._until[slot] = float("-inf")
-        self._work[slot] = 0.0
-        return _InProcessMember(self._until, self._work, slot)
+        member = _InProcessMember(self.state, slot)
+        self._taken.add(slot)
+        return member
 
 
 class _InProcessMember(GpuShare):
-    __slots__ = ("_slot", "_until", "_work")
+    def __init__(self, state: _GpuState, slot: int) -> None:
+        super().__init__(slot)
+        self._state = state
 
-    def __init__(self, until: dict[int, float], work: dict[int, float], slot: int) -> None:
-        self._until, self._work, self._slot = until, work, slot
-
-    def others_running(self, at: float) -> int:
-        return sum(1 for s, end in self._until.items() if s != self._slot and end > at)
-
-    def others_remaining(self, at: float) -> float:
-        work = self._work
-        return _left([(end, work[s]) for s, end in self._until.items() if s != self._slot], at)
-
-    def occupy(self, start: float, end: float, waiting: float = 0.0) -> None:
-        self._until[self._slot] = end
-        self._work[self._slot] = end - start - waiting
+    def occupy(self, start: float, end: float) -> None:
+        own = self._state.slots[self.slot]
+        own.short_end, own.short_work = end, end - start
 
     def bind(self, to_wall: Callable[[float], float]) -> None:
         """Engines on one virtual clock compare virtual times: nothing to map."""
 
+    def _read(self) -> _GpuState:
+        return self._state
+
+    def _update(self) -> _Update:
+        return _Update(lambda: self._state, lambda _state: None)
+
+
+_HEADER = struct.Struct("<dd")
+_LONG = struct.Struct("<dddddd")
+_SHORT = struct.Struct("<dd")
+_SHORTS = _HEADER.size + MAX_WORKERS_PER_GPU * _LONG.size
+_SIZE = _SHORTS + MAX_WORKERS_PER_GPU * _SHORT.size
+
 
 class FileGpuShare(GpuShare):
-    """A GPU shared by worker processes: `path` holds one slot per worker, the monotonic wall
-    time (system-wide on Linux) at which its current step ends and the wall seconds of it
-    that are its own work. A worker's virtual times are turned into wall times by `bind`'s
-    mapping (its clock's origin and time scale), so processes started at different times
-    compare on one clock."""
+    """A GPU shared by worker processes through the file at `path`, in monotonic wall seconds
+    (system-wide on Linux): the long steps' V and its moment, each slot's long step, each
+    slot's captured step (its end and work). A worker's virtual times are turned into wall
+    times by `bind`'s mapping (its clock's origin and time scale), so processes started at
+    different times compare on one clock. The long steps are read and written under `flock`;
+    a captured step is one write of the worker's own place, which no one else writes."""
 
     def __init__(self, path: Path, slot: int) -> None:
-        if not 0 <= slot < MAX_WORKERS_PER_GPU:
-            raise ValueError(f"shared GPU slot {slot}: not in 0..{MAX_WORKERS_PER_GPU - 1}")
-        self.path, self.slot = path, slot
+        super().__init__(slot)
+        self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        self._to_wall: Callable[[float], float] | None = None
-        self._occupy_wall(0.0, 0.0)
+        self._origin, self._per_second = math.nan, math.nan
+        with self._update() as state:
+            state.slots[slot].long = None
+        self._write_short(-math.inf, 0.0)
 
     def bind(self, to_wall: Callable[[float], float]) -> None:
-        self._to_wall = to_wall
+        self._origin = to_wall(0.0)
+        self._per_second = to_wall(1.0) - self._origin
 
-    def _wall(self, virtual: float) -> float:
-        if self._to_wall is None:
+    def _share_time(self, virtual: float) -> float:
+        if math.isnan(self._origin):
             raise RuntimeError("FileGpuShare used before bind(): no wall clock to share on")
-        return self._to_wall(virtual)
+        return self._origin + virtual * self._per_second
 
-    def _others(self, now: float) -> list[tuple[float, float]]:
-        """(end, own work) in wall seconds of the other workers' steps running at `now`."""
-        data = os.pread(self._fd, MAX_WORKERS_PER_GPU * _SLOT.size, 0)
-        whole = len(data) - len(data) % _SLOT.size
-        return [
-            (end, work)
-            for slot, (end, work) in enumerate(_SLOT.iter_unpack(data[:whole]))
-            if slot != self.slot and end > now
+    def _virtual(self, share: float) -> float:
+        return (share - self._origin) / self._per_second
+
+    def _scale(self) -> float:
+        return self._per_second
+
+    def occupy(self, start: float, end: float) -> None:
+        wall_start, wall_end = self._share_time(start), self._share_time(end)
+        self._write_short(wall_end, wall_end - wall_start)
+
+    def _write_short(self, end: float, work: float) -> None:
+        os.pwrite(self._fd, _SHORT.pack(end, work), _SHORTS + self.slot * _SHORT.size)
+
+    def _read(self) -> _GpuState:
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        try:
+            return self._load()
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _load(self) -> _GpuState:
+        # A fresh file reads as zeros: V 0 at the wall clock's 0, every step done at 0.
+        data = os.pread(self._fd, _SIZE, 0).ljust(_SIZE, b"\0")
+        at, v = _HEADER.unpack_from(data)
+        longs = _LONG.iter_unpack(data[_HEADER.size : _SHORTS])
+        shorts = _SHORT.iter_unpack(data[_SHORTS:])
+        slots = [
+            _Slot(end, work, None if math.isnan(step[0]) else _LongStep(*step))
+            for step, (end, work) in zip(longs, shorts, strict=True)
         ]
+        return _GpuState(slots, at, v)
 
-    def others_running(self, at: float) -> int:
-        return len(self._others(self._wall(at)))
+    def _store(self, state: _GpuState) -> None:
+        """The long steps only: each worker's captured steps are its own to write."""
+        nan = (math.nan,) * 6
+        parts = [_HEADER.pack(state.at, state.v)]
+        for s in state.slots:
+            step = s.long
+            parts.append(_LONG.pack(*(nan if step is None else (
+                step.ready, step.work, step.tail, step.floor, step.mark, step.done))))  # fmt: skip
+        os.pwrite(self._fd, b"".join(parts), 0)
 
-    def others_remaining(self, at: float) -> float:
-        """In this worker's virtual seconds: wall seconds divided by its time scale."""
-        now = self._wall(at)
-        others = self._others(now)
-        if not others:
-            return 0.0
-        return _left(others, now) / (self._wall(at + 1.0) - now)
-
-    def occupy(self, start: float, end: float, waiting: float = 0.0) -> None:
-        wall_end = self._wall(end)
-        self._occupy_wall(wall_end, wall_end - self._wall(start + waiting))
-
-    def _occupy_wall(self, end: float, work: float) -> None:
-        os.pwrite(self._fd, _SLOT.pack(end, work), self.slot * _SLOT.size)
+    def _update(self) -> _Update:
+        return _Update(
+            self._load,
+            self._store,
+            lambda: fcntl.flock(self._fd, fcntl.LOCK_EX),
+            lambda: fcntl.flock(self._fd, fcntl.LOCK_UN),
+        )
 
     def close(self) -> None:
         os.close(self._fd)

@@ -175,6 +175,8 @@ class Scheduler:
         finished: list[SimRequest] = []
         max_model_len = self.max_model_len
         for request, num_new in zip(batch.requests, batch.tokens, strict=True):
+            if request.status is RequestStatus.FINISHED:
+                continue  # aborted while its step ran (a long step on a shared GPU)
             request.num_computed_tokens += num_new
             num_tokens = request.num_prompt_tokens + request.num_output_tokens
             if request.num_computed_tokens < num_tokens:

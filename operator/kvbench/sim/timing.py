@@ -293,25 +293,40 @@ class CostModel:
         rooflines ``sharing`` times (the workers running a step when it starts, this one
         included), the host's per-step overhead once; a step beyond them
         (``beyond_graphs``) first waits ``wait`` seconds, what is left of the others'
-        running steps, then runs alone. ``head_start``: seconds the host had to launch this
-        step while the previous one ran (async scheduling), taken off the launch time of a
-        step no CUDA graph covers.
+        running steps, then runs alone (the share prices one beside other long steps
+        itself, from `uncaptured_step`). ``head_start``: seconds the host had to launch
+        this step while the previous one ran (async scheduling), taken off the launch time
+        of a step no CUDA graph covers.
         """
+        if self.beyond_graphs(num_tokens):
+            gpu, host, floor = self.uncaptured_step(
+                num_tokens, context_tokens, attention_pairs, head_start
+            )
+            step = gpu + wait + host
+            return step if step > floor else floor
+        step = self._kernels(num_tokens, context_tokens, attention_pairs) * sharing
+        step += self.step_overhead
+        if self.enforce_eager:
+            return (step if step > self.eager_launch else self.eager_launch) + self.eager_extra
+        return step
+
+    def uncaptured_step(
+        self, num_tokens: int, context_tokens: int, attention_pairs: float, head_start: float
+    ) -> tuple[float, float, float]:
+        """A step beyond the CUDA graphs in parts: its GPU seconds, the host's seconds after
+        them (the per-step overhead) and the least it takes (the host's launch of its kernels,
+        less ``head_start``); alone it takes the larger of the first two's sum and the last."""
+        gpu = self._kernels(num_tokens, context_tokens, attention_pairs)
+        launch = self.uncaptured_launch - head_start if self.uncaptured_launch > 0 else 0.0
+        return gpu, self.step_overhead, launch
+
+    def _kernels(self, num_tokens: int, context_tokens: int, attention_pairs: float) -> float:
+        """The GPU seconds of a step: each of its two parts at the slower of its rooflines."""
         dense = num_tokens * self.flops_per_token / self.flops
         weights = self.weight_bytes / self.bandwidth
         attention = attention_pairs * self.attn_flops_per_pair / self.flops
         kv = context_tokens * self.kv_bytes_per_token / self.attention_bandwidth
-        kernels = (dense if dense > weights else weights) + (attention if attention > kv else kv)
-        if self.beyond_graphs(num_tokens):
-            step = kernels + wait + self.step_overhead
-            if self.uncaptured_launch > 0:
-                launch = self.uncaptured_launch - head_start
-                return step if step > launch else launch
-            return step
-        step = kernels * sharing + self.step_overhead
-        if self.enforce_eager:
-            return (step if step > self.eager_launch else self.eager_launch) + self.eager_extra
-        return step
+        return (dense if dense > weights else weights) + (attention if attention > kv else kv)
 
     def beyond_graphs(self, num_tokens: int) -> bool:
         """Whether a step has more tokens than the largest CUDA graph vLLM captured; never in

@@ -49,7 +49,7 @@ class Timeline:
         while True:
             when, core = math.inf, None
             for candidate in cores:
-                if candidate.scheduler.has_work:
+                if candidate.busy:
                     t = candidate.clock
                 else:
                     arrival = candidate.next_arrival_time()
@@ -91,7 +91,7 @@ class Timeline:
         for other in self.cores:
             if other is core:
                 continue
-            if other.scheduler.has_work:
+            if other.busy:
                 decision = min(decision, other.clock)
             else:
                 arrival = other.next_arrival_time()

@@ -83,27 +83,113 @@ def test_a_worker_alone_on_a_shared_gpu_runs_at_full_speed() -> None:
 
 
 @pytest.mark.parametrize("prompt", [100, 1500], ids=["captured", "beyond-the-graphs"])
-def test_a_step_beyond_the_cuda_graphs_waits_out_the_others_and_runs_alone(prompt: int) -> None:
+def test_a_step_beyond_the_cuda_graphs_waits_out_captured_steps_and_shares_with_long_ones(
+    prompt: int,
+) -> None:
     """Catches a long prefill priced at the count of sharers (the old rule: 4x its GPU time
     beside three decoding workers, where real vLLM on an H200 took 1.2-1.5x; bench/results/
-    real-vllm-0.25-h200-prefill.txt), a wait passed on from a step that is itself waiting
-    (waits that compound: six workers' long prefills stalled for ever), and a step CUDA graphs
-    cover that stops being time-sliced. When this worker's first step starts, one other runs a
-    step from 0 to 10 ms, a third waits 25 ms of its 30 for others."""
+    real-vllm-0.25-h200-prefill.txt), long steps queued behind each other (the worker that
+    started first then frees first, where real vLLM's eight concurrent misses on three workers
+    reach their first tokens together), and a step CUDA graphs cover that stops being
+    time-sliced. When this worker's first step starts, one other runs a captured step from 0
+    to 10 ms, a third a long step of 30 ms of GPU work begun at 0."""
     gpu = InProcessGpu()
     core = _engine(gpu.member(0))
     gpu.member(1).occupy(0.0, 0.010)
-    gpu.member(2).occupy(0.0, 0.030, waiting=0.025)
+    third = gpu.member(2)
+    assert third.begin_long(0.0, 0.0, 0.030, 0.0, 0.0) == pytest.approx(0.030)
     core.add_request(SimRequest("r", list(range(1000, 1000 + prompt)), 2, arrival_time=0.0))
     step = core.step()
     assert step is not None and step.num_tokens == prompt
     cost = core.cost
     alone = cost.step_time(prompt, prompt, prompt * (prompt + 1) / 2)
     kernels = alone - cost.step_overhead
-    if cost.beyond_graphs(prompt):
-        assert step.end - step.start == pytest.approx(0.010 + 0.005 + kernels + cost.step_overhead)
-    else:
-        assert step.end - step.start == pytest.approx(3 * kernels + cost.step_overhead)
+    if not cost.beyond_graphs(prompt):
+        assert step.settled and step.end - step.start == pytest.approx(3 * kernels + alone - kernels)
+        return
+    # It waits out the captured step (10 ms), then shares the GPU with the third's long step,
+    # which has 20 ms left: the shorter of the two ends after twice its work, the longer after
+    # both works.
+    begin, left = 0.010, 0.020
+    first, last = begin + 2 * min(left, kernels), begin + left + kernels
+    ends_first = kernels < left
+    assert not step.settled, "its end moves if another long step begins"
+    assert step.end == pytest.approx((first if ends_first else last) + cost.step_overhead)
+    assert third.long_end(0.0) == pytest.approx(last if ends_first else first)
+    settled = core.step()
+    assert settled is not None and settled.settled and settled.end == step.end
+    assert core.scheduler.running[0].num_computed_tokens == prompt
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_long_prefills_started_together_on_a_shared_gpu_end_together(k: int) -> None:
+    """Catches long steps queued on a shared GPU (first tokens in a staircase, K, 2K, 3K:
+    the old rule) rather than time-sliced against each other: k misses of one long prefill
+    step each, one per worker at the same moment, all reach their first token when k of those
+    steps' GPU work has run."""
+    prompt = 1500
+    gpu = InProcessGpu()
+    cores = [_engine(gpu.member(slot)) for slot in range(k)]
+    requests = []
+    for i, core in enumerate(cores):
+        request = SimRequest(f"r{i}", [1000 * (i + 1) + t for t in range(prompt)], 2,
+                             arrival_time=0.0)  # fmt: skip
+        core.add_request(request)
+        requests.append(request)
+    Timeline(cores, 0.0).run()
+    own = _engine()
+    alone = SimRequest("alone", list(range(prompt)), 2, arrival_time=0.0)
+    own.add_request(alone)
+    Timeline([own], 0.0).run()
+    cost = own.cost
+    assert cost.beyond_graphs(prompt)
+    kernels = cost.step_time(prompt, prompt, prompt * (prompt + 1) / 2) - cost.step_overhead
+    assert alone.first_token_time is not None
+    for request in requests:
+        assert request.first_token_time == pytest.approx(
+            alone.first_token_time + (k - 1) * kernels, abs=1e-9
+        ), [r.first_token_time for r in requests]
+
+
+def test_decode_runs_equal_steps_one_by_one_beside_long_steps() -> None:
+    """Catches virtual time's fast path (decode steps in one call) running past another
+    worker's long step whose end is not settled, or pricing its steps without it: three
+    workers on one GPU with long and short prompts arriving at different moments give the same
+    token times stepping one step at a time."""
+
+    def run(stepwise: bool) -> list[list[float]]:
+        gpu = InProcessGpu()
+        cores = [_engine(gpu.member(slot)) for slot in range(3)]
+        requests = []
+        for i in range(9):
+            core = cores[i % 3]
+            length = 1900 if i % 2 else 300
+            request = SimRequest(f"r{i}", [10_000 * (i + 1) + t for t in range(length)], 30,
+                                 arrival_time=0.007 * i)  # fmt: skip
+            request.engine_arrival_time = request.arrival_time
+            core.add_request(request)
+            requests.append(request)
+        Timeline(cores, 0.0, stepwise=stepwise).run()
+        assert all(r.num_output_tokens == 30 for r in requests)
+        return [r.token_times for r in requests]
+
+    assert run(stepwise=False) == run(stepwise=True)
+
+
+def test_a_request_aborted_while_its_long_step_runs_stays_aborted() -> None:
+    """Catches a long step's outputs applied at its end to a request the client dropped while
+    it ran (the shared GPU's long steps settle later than they start)."""
+    gpu = InProcessGpu()
+    core = _engine(gpu.member(0))
+    request = SimRequest("r", list(range(1500)), 4, arrival_time=0.0)
+    core.add_request(request)
+    begun = core.step()
+    assert begun is not None and not begun.settled
+    core.abort(request)
+    settled = core.step()
+    assert settled is not None and settled.produced == [] and settled.finished == []
+    assert request.num_output_tokens == 0 and request.first_token_time is None
+    assert core.step() is None
 
 
 def test_shared_gpu_slots_are_distinct() -> None:
@@ -134,8 +220,33 @@ def test_processes_share_through_the_file_on_the_wall_clock(tmp_path: Path) -> N
     # scale 1) and in b's (0.5 wall seconds per virtual one: c's 2 s are 4 of b's).
     assert a.others_remaining(101.0) == pytest.approx(3.0)
     assert b.others_remaining(2.0) == pytest.approx(4.0)
-    c.occupy(100.0, 103.0, waiting=2.5)  # its own work: the last 0.5 s
-    assert a.others_remaining(101.0) == pytest.approx(1.5), "a wait is not passed on"
+    for share in (a, b, c):
+        share.close()
+
+
+def test_long_steps_share_the_gpu_through_the_file(tmp_path: Path) -> None:
+    """Catches worker processes whose long steps do not see each other's (queued, or each
+    alone), and a long step's end that does not move when another begins during it: two
+    processes' long steps of 1 s each, the second begun half-way through the first, share the
+    GPU from then on, whatever each worker's time scale."""
+    path = tmp_path / "gpu0.share"
+    a, b = FileGpuShare(path, 0), FileGpuShare(path, 1)
+    origin = time.monotonic()
+    a.bind(lambda v: origin + v)
+    b.bind(lambda v: origin + 10 + v * 0.5)  # virtual 0 is wall origin+10
+    assert a.begin_long(10.0, 0.0, 1.0, 0.25, 0.0) == pytest.approx(11.25), "alone: work, tail"
+    assert a.others_running(10.5) == 0 and b.others_running(0.0) == 1
+    # b begins at wall origin+10.5 with 1 s of GPU work (2 of its virtual seconds): a has 0.5
+    # s left, and both run at half speed until a is done at 11.5; b, then alone, at 12.0.
+    assert b.begin_long(1.0, 0.0, 2.0, 0.0, 0.0) == pytest.approx(4.0)
+    assert a.others_remaining(10.6) == 0.0, "a long step shares, nothing to wait for"
+    assert a.long_end(11.25) == pytest.approx(11.75), "its end moved: 11.5 plus its tail"
+    assert a.long_end(11.75) == pytest.approx(11.75)
+    assert b.long_end(4.0) == pytest.approx(4.0)
+    assert a.others_running(11.9) == 1 and a.others_running(12.1) == 0
+    c = FileGpuShare(path, 1)  # a restarted worker: its slot starts empty
+    c.bind(lambda v: origin + v)
+    assert a.others_running(11.9) == 0
     for share in (a, b, c):
         share.close()
 
