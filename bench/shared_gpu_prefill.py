@@ -9,7 +9,10 @@ cached 256-token prompt with 64 output tokens, d requests in flight each, the wh
 every (m, d, L) the probe's TTFT and the decoders' inter-token gaps are kept: the real ones as
 the client sees them, the simulated ones as the simulator reports them. `--router` adds the
 hop of vllm-router (cache_aware) in front of worker 0 alone: one request at a time, the same
-prompt, through the router and directly.
+prompt, through the router and directly. `--together KxR,...` measures long prefills started
+together instead: K workers get R fresh misses of L tokens each at the same moment, nothing else
+running (the warm-up of a router arm: which worker frees first decides where new prefixes go);
+every round's TTFTs are kept, in the order of the workers.
 
     # on the GPU machine (after `source .dev/device.sh`):
     python bench/shared_gpu_prefill.py run --engine vllm FILE OUT.json --model-dir /tmp/models
@@ -161,6 +164,39 @@ async def _condition(
     }  # fmt: skip
 
 
+async def _together(
+    urls: list[str], model: str, workers: int, per: int, length: int, rng: random.Random
+) -> dict[str, Any]:
+    rounds = []
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=None)) as client:
+        for _ in range(PROBES):
+            prompts = [
+                [rng.randrange(1000, 100_000) for _ in range(length)]
+                for _ in range(workers * per)
+            ]
+            found = await asyncio.gather(*(
+                _request(client, urls[i // per], model, prompt, 2)
+                for i, prompt in enumerate(prompts)
+            ))  # fmt: skip
+            rounds.append([r.get("sim_ttft", r["ttft"]) for r in found])
+    firsts = sorted(statistics.median(col) for col in zip(*[sorted(r) for r in rounds]))
+    return {"together": workers, "per_worker": per, "prompt": length,
+            "ttft_ranked_p50": firsts, "rounds": rounds}  # fmt: skip
+
+
+def _compare_together(real: dict[str, Any], sim: dict[str, Any]) -> None:
+    key = lambda c: (c["prompt"], c["together"], c["per_worker"])  # noqa: E731
+    sims = {key(c): c for c in sim.get("together", [])}
+    print("prompt workers x each | TTFT ms, p50 of each rank (first to last), real / sim")
+    for c in real.get("together", []):
+        s = sims.get(key(c))
+        if s is None:
+            continue
+        pairs = " ".join(f"{1000 * a:.0f}/{1000 * b:.0f}"
+                         for a, b in zip(c["ttft_ranked_p50"], s["ttft_ranked_p50"]))  # fmt: skip
+        print(f"{c['prompt']:6} {c['together']:3} x {c['per_worker']} | {pairs}")
+
+
 async def _router_hop(args: argparse.Namespace, urls: list[str], model: str) -> dict[str, Any]:
     """TTFT of one request at a time, the same cached prompt, through vllm-router
     (cache_aware over worker 0 alone) and straight to worker 0; a new connection each."""
@@ -194,10 +230,15 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         model = load_experiment(args.experiment).spec.engine.model
         rng = random.Random(2323)
         warm = 0.5 * (args.scale if args.engine == "sim" else 1.0)
-        results = []
+        results, together = [], []
         busy = [int(m) for m in args.busy.split(",") if int(m) < args.workers]
         for length in [int(v) for v in args.lengths.split(",")]:
-            for m in busy:
+            for layout in args.together.split(",") if args.together else []:
+                k, per = (int(v) for v in layout.split("x"))
+                result = await _together(urls, model, min(k, args.workers), per, length, rng)
+                print(json.dumps({k: v for k, v in result.items() if k != "rounds"}), flush=True)
+                together.append(result)
+            for m in [] if args.together else busy:
                 for d in [int(v) for v in args.per_worker.split(",")] if m else [0]:
                     result = await _condition(urls, model, m, d, length, rng, warm)
                     print(json.dumps({k: v for k, v in result.items() if k != "ttfts"}),
@@ -205,7 +246,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     results.append(result)
         hop = await _router_hop(args, urls, model) if args.router else None
         return {"engine": args.engine, "workers": args.workers, "scale": args.scale,
-                "conditions": results, "router_hop": hop}  # fmt: skip
+                "conditions": results, "together": together, "router_hop": hop}  # fmt: skip
     finally:
         for p in procs:
             p.terminate()
@@ -216,6 +257,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _compare(real_path: Path, sim_path: Path) -> None:
     real, sim = json.loads(real_path.read_text()), json.loads(sim_path.read_text())
+    if real.get("together"):
+        _compare_together(real, sim)
     key = lambda c: (c["prompt"], c["busy"], c["per_worker"])  # noqa: E731
     sims = {key(c): c for c in sim["conditions"]}
     alone = {c["prompt"]: c["ttft_p50"] for c in real["conditions"] if c["busy"] == 0}
@@ -258,6 +301,7 @@ def main() -> int:
     run.add_argument("--scale", type=float, default=8.0, help="sim: wall s per simulated s")
     run.add_argument("--ready-timeout", type=float, default=400)
     run.add_argument("--router", action="store_true")
+    run.add_argument("--together", default="", help="KxR,...: K workers, R misses each at once")
     compare = sub.add_parser("compare")
     compare.add_argument("real", type=Path)
     compare.add_argument("sim", type=Path)
