@@ -99,6 +99,9 @@ class EngineCore:
         self._seq = itertools.count()
         self._sampled: list[SimRequest] = []
         self._long: _LongStep | None = None
+        self._launch_s = 0.0
+        """Seconds after its start the host had launched the last step (a step beyond the CUDA
+        graphs launches kernel by kernel): when the next one was decided."""
         """The requests the last step sampled a token for: in flight while the next step is
         decided under async scheduling (`SimRequest.num_output_placeholders`)."""
 
@@ -147,7 +150,9 @@ class EngineCore:
             return self._settle(self._long)
         scheduler = self.scheduler
         pipelined = self.async_scheduling and self._last_end == self.clock
-        horizon = self._last_start if pipelined else self.clock
+        # Under async scheduling the next step is decided once the host has launched this one.
+        decided = self._last_start + self._launch_s
+        horizon = decided if pipelined else self.clock
         while True:
             if not scheduler.has_work:
                 if not self._arrivals:
@@ -170,7 +175,7 @@ class EngineCore:
             request.num_output_placeholders = 0
         scheduler.release_finished()
         # Decided while the previous step ran (async scheduling): the host launched it then.
-        head_start = start - self._last_start if pipelined else 0.0
+        head_start = start - decided if pipelined else 0.0
         if not batch.requests and pipelined:
             self._admit(start)
             batch = scheduler.schedule(start)
@@ -179,8 +184,14 @@ class EngineCore:
         if not batch.requests:
             self._last_end = None
             return self._unschedulable(start)
-        if self.gpu is not None and self.cost.beyond_graphs(batch.num_tokens):
-            return self._begin_long(batch, start, head_start, pipelined)
+        self._launch_s = 0.0
+        if self.cost.beyond_graphs(batch.num_tokens):
+            work, host, launch = self.cost.uncaptured_step(
+                batch.num_tokens, batch.context_tokens, batch.attention_pairs, head_start
+            )
+            self._launch_s = (1.0 - self.cost.uncaptured_gpu_fraction) * work
+            if self.gpu is not None:
+                return self._begin_long(batch, start, work, host, launch, pipelined)
         end = start + self.cost.step_time(
             batch.num_tokens,
             batch.context_tokens,
@@ -213,17 +224,19 @@ class EngineCore:
         )
 
     def _begin_long(
-        self, batch: Batch, start: float, head_start: float, pipelined: bool
-    ) -> StepResult:
-        """A step beyond the CUDA graphs on a shared GPU: it waits out the others' captured
-        steps and shares the GPU with their long steps, so its end moves when another begins
-        during it. Its outputs wait for `step()` at its end (`_settle`)."""
+        self, batch: Batch, start: float, work: float, host: float, launch: float,
+        pipelined: bool,
+    ) -> StepResult:  # fmt: skip
+        """A step beyond the CUDA graphs on a shared GPU (`CostModel.uncaptured_step`'s parts):
+        it waits out the others' captured steps, then shares the GPU with the other workers'
+        long steps as far as it contends for it, so its end moves when another begins during
+        it. Its outputs wait for `step()` at its end
+        (`_settle`)."""
         gpu = self.gpu
         assert gpu is not None
-        work, host, launch = self.cost.uncaptured_step(
-            batch.num_tokens, batch.context_tokens, batch.attention_pairs, head_start
-        )
-        end = gpu.begin_long(start, gpu.others_remaining(start), work, host, start + launch)
+        wait = gpu.others_remaining(start)
+        fraction = self.cost.uncaptured_gpu_fraction
+        end = gpu.begin_long(start, wait, work, host, start + launch, fraction)
         self._long = _LongStep(batch, start, pipelined)
         self.clock = end
         return StepResult(start, end, batch.num_tokens, len(batch.requests), [], [], pipelined,
@@ -325,6 +338,7 @@ class EngineCore:
                 gpu.occupy(start, end)
             self.clock = end
             self._last_start, self._last_end = start, end
+            self._launch_s = 0.0
             self.num_steps += 1
             finished = []
             for request in running:
@@ -368,6 +382,7 @@ class EngineCore:
             gpu.occupy(self.clock, start)
         taken = len(ends)
         self.clock = self._last_end = start
+        self._launch_s = 0.0
         self.num_steps += taken
         self.stats.generation_tokens += batch * taken
         for request in running:

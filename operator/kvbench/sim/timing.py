@@ -99,6 +99,15 @@ class TimingProfile(BaseModel):
         description="host seconds per layer to launch a step no CUDA graph covers; 0: not "
         "measured on this host (such steps then cost what their kernels do)",
     )
+    uncaptured_gpu_fraction: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="the share of a step beyond the CUDA graphs (its kernels' time alone) that "
+        "keeps the GPU busy; the rest is the host launching them one by one, which other "
+        "workers' steps on a shared GPU overlap and after which the next step is decided; 1: "
+        "all of it",
+    )
     frontend_s: float = Field(ge=0)
     frontend_per_token_s: float = Field(ge=0)
     attention_bandwidth: float | None = Field(
@@ -171,6 +180,7 @@ PROFILES: dict[str, TimingProfile] = {
             step_overhead_s=0.000443,
             eager_launch_per_layer_s=0.000315,
             eager_extra_s=0.00045,
+            uncaptured_gpu_fraction=0.1,
             frontend_s=0.0119,
             frontend_per_token_s=1e-6,
             fitted_on=("h200.miss-ttft", "h200.hit-ttft"),  # flops, frontend_s
@@ -242,6 +252,7 @@ class CostModel:
         "frontend_s",
         "kv_bytes_per_token",
         "step_overhead",
+        "uncaptured_gpu_fraction",
         "uncaptured_launch",
         "weight_bytes",
     )
@@ -273,6 +284,7 @@ class CostModel:
         self.uncaptured_launch = (
             0.0 if enforce_eager else profile.uncaptured_launch_per_layer_s * geometry.num_layers
         )
+        self.uncaptured_gpu_fraction = profile.uncaptured_gpu_fraction
         self.frontend_s = profile.frontend_s
         self.frontend_per_token_s = profile.frontend_per_token_s
 

@@ -257,3 +257,40 @@ def test_a_shared_gpu_flag_needs_its_slot_and_a_wall_clock() -> None:
     config, _ = parse_sim_args(["--shared-gpu", "/tmp/x.share", "--shared-gpu-slot", "2"])
     assert (config.shared_gpu, config.shared_gpu_slot) == ("/tmp/x.share", 2)
     assert math.isclose(config.time_scale, 1.0)
+
+
+def test_long_steps_that_keep_the_gpu_busy_part_of_the_time_slow_each_other_as_much() -> None:
+    """Catches a share of the GPU's time (`TimingProfile.uncaptured_gpu_fraction`) that is
+    ignored: three long steps of 1 s begun together, each contending for the GPU a quarter of
+    its time, take 1 + 2 x 0.25 s each (real vLLM's 2,371-token misses on six workers of one
+    H100 took 1.5 times one alone, bench/results/real-vllm-h100-together.txt); kept busy
+    throughout, they take 3 s."""
+    for fraction, expected in ((0.25, 1.5), (1.0, 3.0)):
+        gpu = InProcessGpu()
+        members = [gpu.member(slot) for slot in range(3)]
+        for member in members:
+            member.begin_long(0.0, 0.0, 1.0, 0.0, 0.0, fraction)
+        assert [m.long_end(expected) for m in members] == pytest.approx([expected] * 3)
+
+
+def test_the_next_step_is_decided_once_a_long_step_is_launched() -> None:
+    """Catches async scheduling that decides the next step as a long one starts although its
+    kernels are launched one by one for most of its time (vLLM schedules the next batch once
+    the current one is submitted): a request that reaches the engine just after a 2,048-token
+    chunk starts shares the next step, as on real vLLM (three 2,371-token misses at once on
+    one worker: the first token 1.3 times one alone's, not 1.0)."""
+    config = SimConfig(
+        model="Qwen/Qwen3-0.6B", max_model_len=4096, kv_cache_memory_bytes=1 << 30,
+        gpu_memory_utilization=0.01, profile="qwen3-0.6b-h200", max_num_batched_tokens=2048,
+    )  # fmt: skip
+    core = build_engine(config).core
+    assert core.cost.uncaptured_gpu_fraction < 1
+    for i, arrival in enumerate((0.0, 0.001)):
+        request = SimRequest(f"r{i}", [1000 * (i + 1) + t for t in range(2371)], 2,
+                             arrival_time=arrival)  # fmt: skip
+        request.engine_arrival_time = arrival
+        core.add_request(request)
+    first, second = core.step(), core.step()
+    assert first is not None and second is not None and second.pipelined
+    assert (first.num_tokens, first.num_requests) == (2048, 1)
+    assert (second.num_tokens, second.num_requests) == (2048, 2), "r1 joins r0's last chunk"
