@@ -68,19 +68,19 @@ class _LongStep:
     """One worker's step beyond the CUDA graphs, on the share's clock."""
 
     ready: float
-    """When its GPU work may begin: its start plus what it waits for."""
+    """When its work may begin: its start plus what it waits for."""
     work: float
-    """Its GPU seconds alone."""
+    """Its seconds alone, less the host's after them (`tail`)."""
     tail: float
-    """Host seconds after its GPU work (the per-step overhead)."""
+    """Host seconds after its work (the per-step overhead)."""
     floor: float
     """The earliest it can end (the host's launch of its kernels)."""
     fraction: float = 1.0
     """How much of its time contends for the GPU (`TimingProfile.uncaptured_gpu_fraction`)."""
     mark: float = math.nan
-    """The virtual time at which its GPU work is done; NaN until it began."""
+    """The virtual time at which its work is done; NaN until it began."""
     done: float = math.nan
-    """When its GPU work was done; NaN until then."""
+    """When its work was done; NaN until then."""
 
     def end(self, done: float) -> float:
         return max(done + self.tail, self.floor)
