@@ -228,15 +228,16 @@ class EngineCore:
         pipelined: bool,
     ) -> StepResult:  # fmt: skip
         """A step beyond the CUDA graphs on a shared GPU (`CostModel.uncaptured_step`'s parts):
-        it waits out the others' captured steps, then shares the GPU with the other workers'
-        long steps as far as it contends for it, so its end moves when another begins during
-        it. Its outputs wait for `step()` at its end
+        it waits out the others' captured steps, then its GPU work (a share of its time: the
+        host launches the rest) is shared with the other workers' long steps, so its end moves
+        when another begins during it. Its outputs wait for `step()` at its end
         (`_settle`)."""
         gpu = self.gpu
         assert gpu is not None
         wait = gpu.others_remaining(start)
-        fraction = self.cost.uncaptured_gpu_fraction
-        end = gpu.begin_long(start, wait, work, host, start + launch, fraction)
+        floor = max(start + launch, start + wait + work + host)
+        gpu_s = self.cost.uncaptured_gpu_fraction * work
+        end = gpu.begin_long(start, wait, gpu_s, host, floor)
         self._long = _LongStep(batch, start, pipelined)
         self.clock = end
         return StepResult(start, end, batch.num_tokens, len(batch.requests), [], [], pipelined,

@@ -20,25 +20,26 @@ to six workers on one GPU (`bench/results/real-vllm-0.25-h200-shared.txt`, `-pre
   no more than its own work), then runs. A 2,048-token prefill beside five decoding workers
   took 1.7-2x its time alone, not 6x, and its extra time hardly grew with its length: the
   steps it waits for, not a share of its own work.
-- long steps on several workers at once share the GPU while they overlap (processor sharing,
-  the limit of round-robin time slices far shorter than the steps): n of them that keep the
-  GPU busy throughout each take n times as long; a step launched kernel by kernel keeps it
-  busy only part of the time (a share f, `TimingProfile.uncaptured_gpu_fraction`), the host
-  launching the rest, and n such steps each take 1 + (n - 1) f times as long. On real vLLM
-  (Qwen3-0.6B, H100) 2,371-token misses started together on 1, 2, 3 and 6 workers of one GPU
-  reached their first tokens at 1.0, 1.0, 1.0 and 1.5 times the time of one alone
-  (`bench/results/real-vllm-h100-together.txt`), where running them one after another frees
-  the worker that started first long before the others. A long step's end therefore moves
-  when another starts during it: `begin_long` gives the end as far as is known, `long_end`
-  the end once the caller's clock reaches it.
+- the GPU work of long steps on several workers at once is shared while they overlap
+  (processor sharing, the limit of round-robin time slices far shorter than the steps): n of
+  them each get 1/n of the GPU. A step launched kernel by kernel keeps the GPU busy only a
+  share f of its time (`TimingProfile.uncaptured_gpu_fraction`), the host launching the rest,
+  and it ends no sooner than alone: n such steps together take max(1, n f) times as long. On
+  real vLLM (Qwen3-0.6B, two H100 hosts) 2,371-token misses started together on 1, 2, 3 and
+  6 workers of one GPU reached their first tokens at 1.0, 1.0, 1.0 and 1.5 times one alone's
+  on a slow host, 1.0, 1.2, 1.6 and 2.9 times on a fast one: about the same GPU work under
+  more or less launching (`bench/results/real-vllm-h100-together.txt`). Run one after
+  another, as before, the worker that started first would free long before the others. A
+  long step's end therefore moves when another starts during it: `begin_long` gives the end
+  as far as is known, `long_end` the end once the caller's clock reaches it.
 
 Counting at a step's start is the approximation of the first rule: a step that starts alone
 runs at full speed even if another starts while it runs (that other one counts it).
 
 Processor sharing is kept by its virtual time (as fair queueing keeps it): the GPU's virtual
-time V advances at 1 / slowdown per second (1/n for n steps that keep the GPU busy), a step of
-work w that begins when V is v ends when V reaches v + w, so a later step changes how fast V
-runs, never the marks already given.
+time V advances at 1/n per second while n long steps run, a step of GPU work w that begins
+when V is v ends when V reaches v + w, so a later step changes how fast V runs, never the
+marks already given.
 
 `GpuShare` is what the engine asks; `FileGpuShare` shares a GPU among `kvbench sim serve`
 processes on the wall clock, `InProcessGpu` among engines of one process (virtual time).
@@ -59,8 +60,6 @@ __all__ = ["FileGpuShare", "GpuShare", "InProcessGpu"]
 
 MAX_WORKERS_PER_GPU = 64
 """Slots a shared GPU's file holds (the `workersPerGpu` limit)."""
-_MARK_SLACK = 1e-12
-"""Virtual-time rounding under which a long step's mark counts as reached."""
 
 
 @dataclass(slots=True)
@@ -68,19 +67,18 @@ class _LongStep:
     """One worker's step beyond the CUDA graphs, on the share's clock."""
 
     ready: float
-    """When its work may begin: its start plus what it waits for."""
+    """When its GPU work may begin: its start plus what it waits for."""
     work: float
-    """Its seconds alone, less the host's after them (`tail`)."""
+    """Its GPU seconds."""
     tail: float
-    """Host seconds after its work (the per-step overhead)."""
+    """Host seconds after its GPU work (the per-step overhead)."""
     floor: float
-    """The earliest it can end (the host's launch of its kernels)."""
-    fraction: float = 1.0
-    """How much of its time contends for the GPU (`TimingProfile.uncaptured_gpu_fraction`)."""
+    """The earliest it can end: its time alone (the host launching its kernels one by one
+    takes longer than they run)."""
     mark: float = math.nan
-    """The virtual time at which its work is done; NaN until it began."""
+    """The virtual time at which its GPU work is done; NaN until it began."""
     done: float = math.nan
-    """When its work was done; NaN until then."""
+    """When its GPU work was done; NaN until then."""
 
     def end(self, done: float) -> float:
         return max(done + self.tail, self.floor)
@@ -132,43 +130,37 @@ def _share(
     steps: dict[int, _LongStep], at: float, v: float, until: float
 ) -> tuple[float, float]:
     """Processor sharing of `steps` from (`at`, V = `v`) to `until` (inf: until all are done):
-    marks the steps that begin and end on the way; returns the new (at, V)."""
+    marks the steps that begin and end on the way; returns the new (at, V). V is set to a mark
+    where a step ends, never summed up to it, so rounding cannot leave one unfinished."""
     left = list(steps.values())
     while left:
         running = [s for s in left if not math.isnan(s.mark)]
-        slow = _slowdown(running)
+        n = len(running)
         begin = min((s.ready for s in left if math.isnan(s.mark)), default=math.inf)
-        finish = at + (min(s.mark for s in running) - v) * slow if running else math.inf
-        nxt = min(begin, finish)
-        if nxt > until or nxt == math.inf:
+        first = min((s.mark for s in running), default=math.inf)
+        finish = at + (first - v) * n if n else math.inf
+        if min(begin, finish) > until or min(begin, finish) == math.inf:
             break
-        nxt = max(nxt, at)
-        if running:
-            v += (nxt - at) / slow
-        at = nxt
-        for s in running:
-            if s.mark <= v + _MARK_SLACK:
-                s.done = at
+        if finish <= begin:
+            at, v = max(finish, at), first
+            for s in running:
+                if s.mark <= first:
+                    s.done = at
+        else:
+            nxt = max(begin, at)
+            if n:
+                v = min(v + (nxt - at) / n, first)
+            at = nxt
         for s in left:
             if math.isnan(s.mark) and s.ready <= at:
                 s.mark = v + s.work
         left = [s for s in left if math.isnan(s.done)]
     if until != math.inf and until > at:
-        running = [s for s in left if not math.isnan(s.mark)]
-        if running:
-            v += (until - at) / _slowdown(running)
+        n = sum(1 for s in left if not math.isnan(s.mark))
+        if n:
+            v += (until - at) / n
         at = until
     return at, v
-
-
-def _slowdown(running: list[_LongStep]) -> float:
-    """Seconds each of the `running` long steps takes per second of its work alone: n for n
-    steps that keep the GPU busy throughout (time-slicing), 1 + (n - 1) f for steps that
-    contend for it a share f of their time (the mean of theirs)."""
-    n = len(running)
-    if n <= 1:
-        return 1.0
-    return 1.0 + (n - 1) * sum(s.fraction for s in running) / n
 
 
 class GpuShare(ABC):
@@ -203,19 +195,18 @@ class GpuShare(ABC):
     def occupy(self, start: float, end: float) -> None:
         """This worker runs captured steps back to back from `start` to `end`."""
 
-    def begin_long(self, start: float, wait: float, work: float, tail: float, floor: float,
-                   fraction: float = 1.0) -> float:  # fmt: skip
+    def begin_long(self, start: float, wait: float, work: float, tail: float,
+                   floor: float) -> float:  # fmt: skip
         """This worker starts a step beyond the graphs at `start`: `wait` seconds for the
-        others' captured steps, then `work` seconds (alone) shared with the other long steps,
-        a share `fraction` of it contending for the GPU, then `tail` on the host, ending no
-        sooner than `floor`. Returns its end as far as is known: another long step that
-        begins before it moves it later."""
+        others' captured steps, then `work` seconds of GPU work shared with the other long
+        steps, then `tail` on the host, ending no sooner than `floor`. Returns its end as far
+        as is known: another long step that begins before it moves it later."""
         scale = self._scale()
         with self._update() as state:
             state.advance(self._share_time(start))
             state.slots[self.slot].long = _LongStep(
                 self._share_time(start + wait), work * scale, tail * scale,
-                self._share_time(floor), fraction,
+                self._share_time(floor),
             )  # fmt: skip
             state.advance(state.at)
             end = state.long_ends()[self.slot]
@@ -318,7 +309,7 @@ class _InProcessMember(GpuShare):
 
 
 _HEADER = struct.Struct("<dd")
-_LONG = struct.Struct("<ddddddd")
+_LONG = struct.Struct("<dddddd")
 _SHORT = struct.Struct("<dd")
 _SHORTS = _HEADER.size + MAX_WORKERS_PER_GPU * _LONG.size
 _SIZE = _SHORTS + MAX_WORKERS_PER_GPU * _SHORT.size
@@ -384,13 +375,12 @@ class FileGpuShare(GpuShare):
 
     def _store(self, state: _GpuState) -> None:
         """The long steps only: each worker's captured steps are its own to write."""
-        nan = (math.nan,) * 7
+        nan = (math.nan,) * 6
         parts = [_HEADER.pack(state.at, state.v)]
         for s in state.slots:
             step = s.long
             parts.append(_LONG.pack(*(nan if step is None else (
-                step.ready, step.work, step.tail, step.floor, step.fraction, step.mark,
-                step.done))))  # fmt: skip
+                step.ready, step.work, step.tail, step.floor, step.mark, step.done))))  # fmt: skip
         os.pwrite(self._fd, b"".join(parts), 0)
 
     def _update(self) -> _Update:
