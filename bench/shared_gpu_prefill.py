@@ -259,6 +259,8 @@ def _compare(real_path: Path, sim_path: Path) -> None:
     real, sim = json.loads(real_path.read_text()), json.loads(sim_path.read_text())
     if real.get("together"):
         _compare_together(real, sim)
+    if not real["conditions"]:
+        return
     key = lambda c: (c["prompt"], c["busy"], c["per_worker"])  # noqa: E731
     sims = {key(c): c for c in sim["conditions"]}
     alone = {c["prompt"]: c["ttft_p50"] for c in real["conditions"] if c["busy"] == 0}
