@@ -64,7 +64,7 @@ class _LongStep:
     pipelined: bool
 
 
-SETTLE_SLACK = 1e-9
+_SETTLE_SLACK = 1e-9
 """Seconds by which a long step's end may move from rounding alone."""
 
 
@@ -98,12 +98,12 @@ class EngineCore:
         self._arrivals: list[tuple[float, int, SimRequest]] = []
         self._seq = itertools.count()
         self._sampled: list[SimRequest] = []
+        """The requests the last step sampled a token for: in flight while the next step is
+        decided under async scheduling (`SimRequest.num_output_placeholders`)."""
         self._long: _LongStep | None = None
         self._launch_s = 0.0
         """Seconds after its start the host had launched the last step (a step beyond the CUDA
         graphs launches kernel by kernel): when the next one was decided."""
-        """The requests the last step sampled a token for: in flight while the next step is
-        decided under async scheduling (`SimRequest.num_output_placeholders`)."""
 
     @property
     def has_work(self) -> bool:
@@ -248,7 +248,7 @@ class EngineCore:
         another worker since has moved its end (then the clock moves there, nothing done)."""
         assert self.gpu is not None
         end = self.gpu.long_end(self.clock)
-        if end > self.clock + SETTLE_SLACK:
+        if end > self.clock + _SETTLE_SLACK:
             self.clock = end
             batch = long.batch
             return StepResult(long.start, end, batch.num_tokens, len(batch.requests), [], [],
