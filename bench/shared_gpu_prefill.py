@@ -179,7 +179,9 @@ async def _together(
                 for i, prompt in enumerate(prompts)
             ))  # fmt: skip
             rounds.append([r.get("sim_ttft", r["ttft"]) for r in found])
-    firsts = sorted(statistics.median(col) for col in zip(*[sorted(r) for r in rounds]))
+    firsts = sorted(
+        statistics.median(col) for col in zip(*[sorted(r) for r in rounds], strict=True)
+    )
     return {"together": workers, "per_worker": per, "prompt": length,
             "ttft_ranked_p50": firsts, "rounds": rounds}  # fmt: skip
 
@@ -192,8 +194,8 @@ def _compare_together(real: dict[str, Any], sim: dict[str, Any]) -> None:
         s = sims.get(key(c))
         if s is None:
             continue
-        pairs = " ".join(f"{1000 * a:.0f}/{1000 * b:.0f}"
-                         for a, b in zip(c["ttft_ranked_p50"], s["ttft_ranked_p50"]))  # fmt: skip
+        ranked = zip(c["ttft_ranked_p50"], s["ttft_ranked_p50"], strict=True)
+        pairs = " ".join(f"{1000 * a:.0f}/{1000 * b:.0f}" for a, b in ranked)
         print(f"{c['prompt']:6} {c['together']:3} x {c['per_worker']} | {pairs}")
 
 
