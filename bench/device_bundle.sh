@@ -42,10 +42,9 @@ mkdir -p "$work/extra"
 for w in "$DL"/extra/*.whl; do python3 -m zipfile -e "$w" "$work/extra"; done
 strip --strip-unneeded "$work"/extra/vllm_router_rs.abi3.so   # 62 MB, 12 of them symbols
 find "$work/extra" -name __pycache__ -prune -exec rm -rf {} +
-# Pygments' lexers for other languages (rich highlights Python only): 1.5 MB that the checkout's
-# growing results leave no room for.
-find "$work/extra/pygments/lexers" -name '*.py' ! -name '__init__.py' ! -name '_mapping.py' \
-  ! -name 'python.py' ! -name 'special.py' -delete
+# Pygments (rich imports it only to highlight code and tracebacks, which kvbench's reports do not
+# use): room that the checkout's growing results take.
+rm -rf "$work/extra/pygments" "$work"/extra/pygments-*.dist-info
 tar -cf - -C "$work" extra | xz -T2 -9e > "$DEV/extra.tar.xz"
 cp "$SHARED/make_models.py" "$ROOT/bench/device_site/sitecustomize.py" "$DEV/"
 cp "$ROOT/bench/device_site/device.sh" "$DEV/device.sh"
