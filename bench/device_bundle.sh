@@ -3,8 +3,8 @@
 # vLLM, no Kubernetes client, no network) so that `source .dev/device.sh` there gives
 # `kvbench run --engine vllm`, vLLM 0.25.0 and vllm-router 0.1.17:
 #   .dev/site.tar.xz     vLLM trimmed for a dense bf16 model on sm_90 (../shared/real-vllm/build_bundle.sh)
-#   .dev/extra.tar.xz    vllm-router's wheel, and kvbench's own dependencies as a fallback that
-#                        the machine's packages shadow
+#   .dev/extra.tar.xz    vllm-router's wheel and the few modules it imports that the machine lacks,
+#                        placed after the machine's own packages on sys.path
 #   .dev/device.sh       unpacks both, writes the dummy models, puts kvbench and vllm-router on
 #                        PATH, sets VLLM_USE_FLASHINFER_SAMPLER=0 and HF_HUB_OFFLINE=1
 # Run here, where pip reaches PyPI; wheels are kept in DL (default /var/cache/kvbench/device).
@@ -20,16 +20,13 @@ py312=(--only-binary=:all: --python-version 3.12 --implementation cp
        --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 [ -n "$(ls "$DL"/vllm/vllm-0.25.0-*.whl 2>/dev/null)" ] ||
   python3 -m pip download -q --no-deps "${py312[@]}" -d "$DL/vllm" vllm==0.25.0
-# vllm-router and what its launcher imports; then the pure-Python part of what `import
-# kvbench.cli` and the load generator need beyond vLLM's own dependencies (aiohttp, PyYAML and
-# prometheus_client come with those; the 64 MiB that travel leave no room for more). The H100
-# lent on 2026-12-05 had click, rich, httpx, aiohttp, PyYAML and uvloop already: the fallback
-# is for a machine without them.
+# vllm-router and what its launcher imports, and sniffio for anyio; the lent machines have the
+# rest of what `import kvbench.cli` and the load generator need (click, rich, httpx, anyio,
+# markdown-it-py, Pygments, aiohttp, PyYAML: the device library's KINDS.md), and the 64 MiB that
+# travel with the checkout leave no room to bring them again.
 rm -f "$DL"/extra/*.whl
 python3 -m pip download -q --no-deps "${py312[@]}" -d "$DL/extra" \
-  vllm-router==0.1.17 setproctitle==1.3.8 orjson==3.13.0 \
-  click==8.4.0 rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2 pygments==2.21.0 \
-  httpx==0.28.1 httpcore==1.0.9 h11==0.16.0 anyio==4.16.0 certifi idna sniffio==1.3.1
+  vllm-router==0.1.17 setproctitle==1.3.8 orjson==3.13.0 sniffio==1.3.1
 
 if [ ! -f "$DEV/site.tar.xz" ] || [ "$(cat "$DEV/site.stamp" 2>/dev/null)" != "$(cksum < "$SHARED/build_bundle.sh")" ]; then
   bash "$SHARED/build_bundle.sh" "$(ls "$DL"/vllm/vllm-0.25.0-*.whl)" "$ROOT" "$DEV"
@@ -42,9 +39,6 @@ mkdir -p "$work/extra"
 for w in "$DL"/extra/*.whl; do python3 -m zipfile -e "$w" "$work/extra"; done
 strip --strip-unneeded "$work"/extra/vllm_router_rs.abi3.so   # 62 MB, 12 of them symbols
 find "$work/extra" -name __pycache__ -prune -exec rm -rf {} +
-# Pygments (rich imports it only to highlight code and tracebacks, which kvbench's reports do not
-# use): room that the checkout's growing results take.
-rm -rf "$work/extra/pygments" "$work"/extra/pygments-*.dist-info
 tar -cf - -C "$work" extra | xz -T2 -9e > "$DEV/extra.tar.xz"
 cp "$SHARED/make_models.py" "$ROOT/bench/device_site/sitecustomize.py" "$DEV/"
 cp "$ROOT/bench/device_site/device.sh" "$DEV/device.sh"
