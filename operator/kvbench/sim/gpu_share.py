@@ -278,13 +278,15 @@ class InProcessGpu:
     """A GPU shared by engines on one virtual clock; `member(slot)` is each one's view."""
 
     def __init__(self) -> None:
-        self.state = _GpuState([_Slot() for _ in range(MAX_WORKERS_PER_GPU)])
+        self.state = _GpuState([])
         self._taken: set[int] = set()
 
     def member(self, slot: int) -> GpuShare:
         if slot in self._taken:
             raise ValueError(f"slot {slot} of the shared GPU is taken")
         member = _InProcessMember(self.state, slot)
+        slots = self.state.slots  # as many as the highest member's: each step reads them all
+        slots.extend(_Slot() for _ in range(slot + 1 - len(slots)))
         self._taken.add(slot)
         return member
 
