@@ -52,7 +52,8 @@ import math
 import os
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -232,7 +233,9 @@ class GpuShare(ABC):
     def _read(self) -> _GpuState: ...
 
     @abstractmethod
-    def _update(self) -> _Update: ...
+    def _update(self) -> AbstractContextManager[_GpuState]:
+        """The state to change: written back, the other workers kept out, until the block
+        ends."""
 
     def _share_time(self, virtual: float) -> float:
         return virtual
@@ -242,36 +245,6 @@ class GpuShare(ABC):
 
     def _scale(self) -> float:
         return 1.0
-
-
-class _Update:
-    """A read-modify-write of the share's state, between `lock` and `unlock`."""
-
-    def __init__(
-        self,
-        load: Callable[[], _GpuState],
-        store: Callable[[_GpuState], None],
-        lock: Callable[[], None] = lambda: None,
-        unlock: Callable[[], None] = lambda: None,
-    ) -> None:
-        self._load, self._store, self._lock, self._unlock = load, store, lock, unlock
-        self._state: _GpuState | None = None
-
-    def __enter__(self) -> _GpuState:
-        self._lock()
-        try:
-            self._state = self._load()
-        except BaseException:
-            self._unlock()
-            raise
-        return self._state
-
-    def __exit__(self, kind: object, *_: object) -> None:
-        try:
-            if kind is None and self._state is not None:
-                self._store(self._state)
-        finally:
-            self._unlock()
 
 
 class InProcessGpu:
@@ -306,8 +279,9 @@ class _InProcessMember(GpuShare):
     def _read(self) -> _GpuState:
         return self._state
 
-    def _update(self) -> _Update:
-        return _Update(lambda: self._state, lambda _state: None)
+    @contextmanager
+    def _update(self) -> Iterator[_GpuState]:
+        yield self._state
 
 
 _HEADER = struct.Struct("<dd")
@@ -356,12 +330,17 @@ class FileGpuShare(GpuShare):
     def _write_short(self, end: float, work: float) -> None:
         os.pwrite(self._fd, _SHORT.pack(end, work), _SHORTS + self.slot * _SHORT.size)
 
-    def _read(self) -> _GpuState:
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
+    @contextmanager
+    def _locked(self, how: int) -> Iterator[None]:
+        fcntl.flock(self._fd, how)
         try:
-            return self._load()
+            yield
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _read(self) -> _GpuState:
+        with self._locked(fcntl.LOCK_SH):
+            return self._load()
 
     def _load(self) -> _GpuState:
         # A fresh file reads as zeros: V 0 at the wall clock's 0, every step done at 0.
@@ -385,13 +364,12 @@ class FileGpuShare(GpuShare):
                 step.ready, step.work, step.tail, step.floor, step.mark, step.done))))  # fmt: skip
         os.pwrite(self._fd, b"".join(parts), 0)
 
-    def _update(self) -> _Update:
-        return _Update(
-            self._load,
-            self._store,
-            lambda: fcntl.flock(self._fd, fcntl.LOCK_EX),
-            lambda: fcntl.flock(self._fd, fcntl.LOCK_UN),
-        )
+    @contextmanager
+    def _update(self) -> Iterator[_GpuState]:
+        with self._locked(fcntl.LOCK_EX):
+            state = self._load()
+            yield state
+            self._store(state)
 
     def close(self) -> None:
         os.close(self._fd)
