@@ -298,7 +298,6 @@ class CostModel:
         attention_pairs: float,
         sharing: int = 1,
         head_start: float = 0.0,
-        wait: float = 0.0,
     ) -> float:
         """Seconds for a step computing ``num_tokens`` tokens.
 
@@ -306,18 +305,17 @@ class CostModel:
         including its new tokens), ``attention_pairs`` the (query, key) pairs attended.
         On a shared GPU (``kvbench.sim.gpu_share``) a step CUDA graphs cover takes its
         rooflines ``sharing`` times (the workers running a step when it starts, this one
-        included), the host's per-step overhead once; a step beyond them
-        (``beyond_graphs``) first waits ``wait`` seconds, what is left of the others'
-        running steps, then runs alone (the share prices one beside other long steps
-        itself, from `uncaptured_step`). ``head_start``: seconds the host had to launch
-        this step while the previous one ran (async scheduling), taken off the launch time
-        of a step no CUDA graph covers.
+        included), the host's per-step overhead once; a step beyond them (``beyond_graphs``)
+        is priced here as alone, and by the share from `uncaptured_step`'s parts where the
+        GPU is shared. ``head_start``: seconds the host had to launch this step while the
+        previous one ran (async scheduling), taken off the launch time of a step no CUDA
+        graph covers.
         """
         if self.beyond_graphs(num_tokens):
             gpu, host, floor = self.uncaptured_step(
                 num_tokens, context_tokens, attention_pairs, head_start
             )
-            step = gpu + wait + host
+            step = gpu + host
             return step if step > floor else floor
         step = self._kernels(num_tokens, context_tokens, attention_pairs) * sharing
         step += self.step_overhead
@@ -328,7 +326,8 @@ class CostModel:
     def uncaptured_step(
         self, num_tokens: int, context_tokens: int, attention_pairs: float, head_start: float
     ) -> tuple[float, float, float]:
-        """A step beyond the CUDA graphs in parts: its GPU seconds, the host's seconds after
+        """A step beyond the CUDA graphs in parts: its kernels' seconds alone (a share
+        ``uncaptured_gpu_fraction`` of them keeping the GPU busy), the host's seconds after
         them (the per-step overhead) and the least it takes (the host's launch of its kernels,
         less ``head_start``); alone it takes the larger of the first two's sum and the last."""
         gpu = self._kernels(num_tokens, context_tokens, attention_pairs)
