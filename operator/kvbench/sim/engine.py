@@ -14,7 +14,10 @@ decided when the current one started, before its outputs came back. So a step se
 the requests that reached the engine before the previous step started, and the blocks of
 requests that finished in the previous step are freed after its decision, not before.
 Where that decision found nothing to run (vLLM queued an empty batch), the step is decided
-again at its start with everything that has arrived.
+again at its start with everything that has arrived. vLLM launches the next step before it
+processes the current one's outputs (its one-process executor launches in the engine's own
+thread), so where the next step is one the host launches kernel by kernel (beyond the CUDA
+graphs), the current step's tokens come out when that launch is done, not at its end.
 """
 
 from __future__ import annotations
@@ -51,16 +54,34 @@ class StepResult:
     events of a step's scheduling with the output it processes next: a pipelined step's go
     out as it starts (with its predecessor's output), any other's when it ends."""
     settled: bool = True
-    """False for a long step on a shared GPU whose end others can still move: nothing is
-    produced yet, `end` is its end as far as is known, and `step()` then settles it."""
+    """False while nothing is produced yet: a long step on a shared GPU whose end others can
+    still move (`end` is its end as far as is known), or a step whose outputs wait for the
+    next step's launch (`EngineCore.step` releases them once that is decided)."""
 
 
 @dataclass(slots=True)
-class _LongStep:
-    """A long step begun on a shared GPU, its outputs due when it settles."""
+class _Begun:
+    """A step begun whose outputs are due when it settles: a long step on a shared GPU
+    (`end` None: the share says when it ends), or a step begun while the previous one's
+    outputs were held (`end` known)."""
 
     batch: Batch
     start: float
+    pipelined: bool
+    end: float | None = None
+
+
+@dataclass(slots=True)
+class _Held:
+    """A step's outputs, applied to the scheduler at its end but not yet released: under
+    async scheduling vLLM processes them only once the next step is launched."""
+
+    start: float
+    end: float
+    num_tokens: int
+    num_requests: int
+    produced: list[SimRequest]
+    finished: list[SimRequest]
     pipelined: bool
 
 
@@ -100,7 +121,8 @@ class EngineCore:
         self._sampled: list[SimRequest] = []
         """The requests the last step sampled a token for: in flight while the next step is
         decided under async scheduling (`SimRequest.num_output_placeholders`)."""
-        self._long: _LongStep | None = None
+        self._begun: _Begun | None = None
+        self._held: _Held | None = None
         self._launch_s = 0.0
         """Seconds after its start the host had launched the last step (a step beyond the CUDA
         graphs launches kernel by kernel): when the next one was decided."""
@@ -113,7 +135,7 @@ class EngineCore:
     def busy(self) -> bool:
         """True while requests are queued or running (not only announced), or a step is yet
         to settle."""
-        return self.scheduler.has_work or self._long is not None
+        return self.scheduler.has_work or self._begun is not None or self._held is not None
 
     def next_arrival_time(self) -> float | None:
         return self._arrivals[0][0] if self._arrivals else None
@@ -144,10 +166,13 @@ class EngineCore:
                 add(request)
 
     def step(self) -> StepResult | None:
-        """Run one engine step; None when there is nothing to do at all. On a shared GPU a
-        long step takes two calls: one starts it, one at its end settles it."""
-        if self._long is not None:
-            return self._settle(self._long)
+        """Run one engine step; None when there is nothing to do at all. A step may take more
+        than one call, each result `settled` but the last: a long step on a shared GPU, one
+        that starts it and one at its end; held outputs (`_complete`), one at the step's end
+        and one that releases them once the next step is decided."""
+        if self._begun is not None:
+            return self._settle(self._begun)
+        held = self._held
         scheduler = self.scheduler
         pipelined = self.async_scheduling and self._last_end == self.clock
         # Under async scheduling the next step is decided once the host has launched this one.
@@ -155,6 +180,8 @@ class EngineCore:
         horizon = decided if pipelined else self.clock
         while True:
             if not scheduler.has_work:
+                if held is not None:  # no next step decided now: vLLM waits for the outputs
+                    return self._release(held, held.end)
                 if not self._arrivals:
                     scheduler.release_finished()
                     return None
@@ -182,6 +209,8 @@ class EngineCore:
             head_start = 0.0
             pipelined = False
         if not batch.requests:
+            if held is not None:
+                return self._release(held, held.end)
             self._last_end = None
             return self._unschedulable(start)
         self._launch_s = 0.0
@@ -191,7 +220,10 @@ class EngineCore:
             )
             self._launch_s = (1.0 - self.cost.uncaptured_gpu_fraction) * work
             if self.gpu is not None:
-                return self._begin_long(batch, start, work, host, launch, pipelined)
+                begun = self._begin_long(batch, start, work, host, launch, pipelined)
+                if held is None:
+                    return begun
+                return self._release(held, start + self._launch_s if pipelined else held.end)
         end = start + self.cost.step_time(
             batch.num_tokens,
             batch.context_tokens,
@@ -201,10 +233,17 @@ class EngineCore:
         )
         if self.gpu is not None:
             self.gpu.occupy(start, end)
-        return self._complete(batch, start, end, pipelined)
+        if held is None:
+            return self._complete(batch, start, end, pipelined)
+        # The held outputs come out once this step is launched: vLLM's engine launches the
+        # next step before it blocks on the last one's outputs (`step_with_batch_queue`).
+        self._begun = _Begun(batch, start, pipelined, end)
+        return self._release(held, start + self._launch_s if pipelined else held.end)
 
     def _complete(self, batch: Batch, start: float, end: float, pipelined: bool) -> StepResult:
-        """The step's outputs at its end: tokens sampled, requests finished, events out."""
+        """The step's outputs at its end: tokens sampled, requests finished, events out. Under
+        async scheduling they are held (`_held`) where the next step may be one the host
+        launches kernel by kernel: vLLM processes them once that launch is done."""
         scheduler = self.scheduler
         self.clock = end
         self._last_start, self._last_end = start, end
@@ -213,15 +252,60 @@ class EngineCore:
         self._sampled = produced
         if not scheduler.has_work:
             scheduler.release_finished()  # no next decision to hide them from: vLLM freed them
+        self._flush_events()
+        if self._next_may_launch_long(start):
+            self._held = _Held(
+                start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
+            )
+            return StepResult(start, end, batch.num_tokens, len(batch.requests), [], [],
+                              pipelined, settled=False)  # fmt: skip
+        self._record(produced, finished)
+        return StepResult(
+            start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
+        )
+
+    def _next_may_launch_long(self, start: float) -> bool:
+        """Whether the step after the one that started at `start` may be decided before its
+        outputs are processed and be launched kernel by kernel: then its launch delays them.
+        Conservative (a held output whose next step is short comes out at its step's end), and
+        never where a long step's launch is not modelled (no GPU share `f` below 1)."""
+        if not self.async_scheduling or self.cost.uncaptured_gpu_fraction >= 1.0:
+            return False
+        scheduler = self.scheduler
+        if not scheduler.has_work:
+            return False
+        if self._launch_s > 0.0 or scheduler.waiting:
+            return True  # arrivals by the next decision may not all be known yet
+        if self._arrivals and self._arrivals[0][0] <= start:
+            return True
+        running = scheduler.running
+        if self.cost.beyond_graphs(len(running)):
+            return True
+        return any(r.num_computed_tokens < r.num_prompt_tokens for r in running)
+
+    def _release(self, held: _Held, at: float) -> StepResult:
+        """The held step's outputs, processed at `at` (no sooner than its end): its tokens and
+        finishes are stamped then, as vLLM stamps them when it processes the outputs."""
+        self._held = None
+        produced = [r for r in held.produced if r.finish_reason is not FinishReason.ABORT]
+        if at > held.end:
+            for request in produced:
+                request.token_times[-1] = at
+                if len(request.token_times) == 1:
+                    request.first_token_time = at
+            for request in held.finished:
+                request.finish_time = at
+        self.clock = at  # a long step begun on a shared GPU settles from here
+        self._record(produced, held.finished)
+        return StepResult(held.start, at, held.num_tokens, held.num_requests, produced,
+                          held.finished, held.pipelined)  # fmt: skip
+
+    def _record(self, produced: list[SimRequest], finished: list[SimRequest]) -> None:
         stats = self.stats
         if produced:
             stats.on_step(produced)
         for request in finished:
             stats.on_finished(request)
-        self._flush_events()
-        return StepResult(
-            start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
-        )
 
     def _begin_long(
         self, batch: Batch, start: float, work: float, host: float, launch: float,
@@ -238,23 +322,27 @@ class EngineCore:
         floor = max(start + launch, start + wait + work + host)
         gpu_s = self.cost.uncaptured_gpu_fraction * work
         end = gpu.begin_long(start, wait, gpu_s, host, floor)
-        self._long = _LongStep(batch, start, pipelined)
+        self._begun = _Begun(batch, start, pipelined)
         self.clock = end
         return StepResult(start, end, batch.num_tokens, len(batch.requests), [], [], pipelined,
                           settled=False)  # fmt: skip
 
-    def _settle(self, long: _LongStep) -> StepResult:
-        """At the end `_begin_long` gave: the step ends now unless a long step that began on
-        another worker since has moved its end (then the clock moves there, nothing done)."""
-        assert self.gpu is not None
-        end = self.gpu.long_end(self.clock)
-        if end > self.clock + _SETTLE_SLACK:
-            self.clock = end
-            batch = long.batch
-            return StepResult(long.start, end, batch.num_tokens, len(batch.requests), [], [],
-                              settled=False)  # fmt: skip
-        self._long = None
-        return self._complete(long.batch, long.start, self.clock, long.pipelined)
+    def _settle(self, begun: _Begun) -> StepResult:
+        """At the end the step was given: it ends now unless, on a shared GPU, a long step
+        that began on another worker since has moved its end (then the clock moves there,
+        nothing done)."""
+        end = begun.end
+        if end is None:
+            assert self.gpu is not None
+            end = self.gpu.long_end(self.clock)
+            if end > self.clock + _SETTLE_SLACK:
+                self.clock = end
+                batch = begun.batch
+                return StepResult(begun.start, end, batch.num_tokens, len(batch.requests), [],
+                                  [], settled=False)  # fmt: skip
+            end = self.clock
+        self._begun = None
+        return self._complete(begun.batch, begun.start, end, begun.pipelined)
 
     def decode_steps(self, limit: float) -> tuple[list[SimRequest], float]:
         """Run the steps that are one decode token for every running request, decided before
@@ -268,6 +356,8 @@ class EngineCore:
         Where no latency histogram is kept (`EngineStats.observe_latencies`), the steps up to
         the next block boundary or finish are one stretch: their ends are a sum of step times
         and each request's tokens are appended at once (`_stretch`)."""
+        if self._begun is not None or self._held is not None:
+            return [], self.clock  # step() settles the step or releases the outputs
         steps = self.num_steps
         if self.async_scheduling and self._last_end == self.clock:
             sampled = sum(1 for r in self._sampled if r.status is RequestStatus.RUNNING)

@@ -180,10 +180,10 @@ PROFILES: dict[str, TimingProfile] = {
             step_overhead_s=0.000443,
             eager_launch_per_layer_s=0.000315,
             eager_extra_s=0.00045,
-            # GPU work of its 16.9 ms 2,048-token step: unmeasured on the H200. An H100's 8.4 ms
-            # (six misses at once on two hosts, bench/results/real-vllm-h100-together.txt) would
-            # give 0.5; 0.3 splits cache_aware's 3w/12 warm-up as the H200 did (docs/simulator.md)
-            uncaptured_gpu_fraction=0.3,
+            # GPU work of its 16.9 ms 2,048-token step: 8.4 ms on two H100 hosts (six misses at
+            # once, bench/results/real-vllm-h100-together.txt), whose SMs and clocks the H200
+            # has (a compute-bound prefill: its faster memory does not shorten it)
+            uncaptured_gpu_fraction=0.5,
             frontend_s=0.0119,
             frontend_per_token_s=1e-6,
             fitted_on=("h200.miss-ttft", "h200.hit-ttft"),  # flops, frontend_s
