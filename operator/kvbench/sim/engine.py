@@ -26,7 +26,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvbench.sim.block_pool import KVEvent
 from kvbench.sim.gpu_share import GpuShare
@@ -71,20 +71,6 @@ class _Begun:
     end: float | None = None
 
 
-@dataclass(slots=True)
-class _Held:
-    """A step's outputs, applied to the scheduler at its end but not yet released: under
-    async scheduling vLLM processes them only once the next step is launched."""
-
-    start: float
-    end: float
-    num_tokens: int
-    num_requests: int
-    produced: list[SimRequest]
-    finished: list[SimRequest]
-    pipelined: bool
-
-
 _SETTLE_SLACK = 1e-9
 """Seconds by which a long step's end may move from rounding alone."""
 
@@ -122,7 +108,10 @@ class EngineCore:
         """The requests the last step sampled a token for: in flight while the next step is
         decided under async scheduling (`SimRequest.num_output_placeholders`)."""
         self._begun: _Begun | None = None
-        self._held: _Held | None = None
+        self._held: StepResult | None = None
+        """A step's result, applied to the scheduler at its end but not yet released: under
+        async scheduling vLLM processes a step's outputs only once the next step is
+        launched."""
         self._launch_s = 0.0
         """Seconds after its start the host had launched the last step (a step beyond the CUDA
         graphs launches kernel by kernel): when the next one was decided."""
@@ -253,16 +242,14 @@ class EngineCore:
         if not scheduler.has_work:
             scheduler.release_finished()  # no next decision to hide them from: vLLM freed them
         self._flush_events()
-        if self._next_may_launch_long(start):
-            self._held = _Held(
-                start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
-            )
-            return StepResult(start, end, batch.num_tokens, len(batch.requests), [], [],
-                              pipelined, settled=False)  # fmt: skip
-        self._record(produced, finished)
-        return StepResult(
+        result = StepResult(
             start, end, batch.num_tokens, len(batch.requests), produced, finished, pipelined
         )
+        if self._next_may_launch_long(start):
+            self._held = result
+            return replace(result, produced=[], finished=[], settled=False)
+        self._record(produced, finished)
+        return result
 
     def _next_may_launch_long(self, start: float) -> bool:
         """Whether the step after the one that started at `start` may be decided before its
@@ -283,7 +270,7 @@ class EngineCore:
             return True
         return any(r.num_computed_tokens < r.num_prompt_tokens for r in running)
 
-    def _release(self, held: _Held, at: float) -> StepResult:
+    def _release(self, held: StepResult, at: float) -> StepResult:
         """The held step's outputs, processed at `at` (no sooner than its end): its tokens and
         finishes are stamped then, as vLLM stamps them when it processes the outputs."""
         self._held = None
@@ -297,8 +284,7 @@ class EngineCore:
                 request.finish_time = at
         self.clock = at  # a long step begun on a shared GPU settles from here
         self._record(produced, held.finished)
-        return StepResult(held.start, at, held.num_tokens, held.num_requests, produced,
-                          held.finished, held.pipelined)  # fmt: skip
+        return replace(held, end=at, produced=produced)
 
     def _record(self, produced: list[SimRequest], finished: list[SimRequest]) -> None:
         stats = self.stats

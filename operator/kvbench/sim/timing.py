@@ -170,7 +170,8 @@ PROFILES: dict[str, TimingProfile] = {
             "time-sliced on the GPU: its step costs fitted on the ITL and throughput of one "
             "and six busy workers (two and four predicted), its prefill and frontend on one "
             "request at a time, a hit and a miss (bench/shared_gpu_check.py, "
-            "bench/results/real-vllm-0.25-h200-shared.txt)",
+            "bench/results/real-vllm-0.25-h200-shared.txt); the GPU share of its long steps "
+            "from an H100's GPU work (bench/results/real-vllm-h100-together.txt)",
             calibrated_for="Qwen3-0.6B",
             gpu_memory_bytes=141 * 10**9,
             non_kv_overhead_bytes=int(1.5 * GIB),
