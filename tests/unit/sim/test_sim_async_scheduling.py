@@ -11,6 +11,7 @@ import pytest
 from kvbench.sim import SimConfig, build_engine
 from kvbench.sim.engine import EngineCore
 from kvbench.sim.request import SimRequest
+from kvbench.virtual.timeline import Timeline
 
 
 def _core(async_scheduling: bool, **kw) -> EngineCore:
@@ -175,3 +176,49 @@ def test_outputs_come_at_their_step_s_end_without_a_launch_to_wait_for():
         assert steps[0].num_requests == 1
         assert first.first_token_time == steps[0].end
         assert steps[1].start >= steps[0].end
+
+
+def test_a_request_aborted_while_its_token_is_held_gets_none():
+    """Catches held outputs released to a request the client dropped meanwhile: vLLM takes
+    aborts before it processes a step's outputs (`_process_aborts_queue`), so the token is
+    neither sent nor counted. The first of the three misses is aborted while its step's
+    outputs wait for the next launch."""
+    core = _core(
+        True, model="Qwen/Qwen3-0.6B", kv_cache_memory_bytes=1 << 30,
+        gpu_memory_utilization=0.01, profile="qwen3-0.6b-h200", max_num_batched_tokens=2048,
+    )  # fmt: skip
+    first, *others = [_request(f"m{i}", 1024, i * 1e-4, max_tokens=2, base=10_000 * (i + 1))
+                      for i in range(3)]  # fmt: skip
+    for request in (first, *others):
+        core.add_request(request)
+    held = core.step()
+    assert held is not None and not held.settled and held.num_requests == 1
+    core.abort(first)
+    released = []
+    while (result := core.step()) is not None:
+        released += result.produced
+    assert first not in released
+    assert all(r.num_output_tokens == 2 for r in others)
+    assert core.stats.ttft.count == 2, "only the others' first tokens are observed"
+
+
+def test_virtual_time_decode_runs_wait_for_held_outputs():
+    """Catches virtual time's fast path (decode steps in one call) running while a step's
+    outputs are still held for the next launch: one worker, long prompts arriving while others
+    decode, gives the same token times as stepping one step at a time."""
+
+    def run(stepwise: bool) -> list[list[float]]:
+        core = _core(
+            True, model="Qwen/Qwen3-0.6B", kv_cache_memory_bytes=1 << 30,
+            gpu_memory_utilization=0.01, profile="qwen3-0.6b-h200",
+            max_num_batched_tokens=2048,
+        )  # fmt: skip
+        requests = [_request(f"r{i}", 1900 if i % 2 else 300, 0.02 * i, base=10_000 * (i + 1))
+                    for i in range(6)]  # fmt: skip
+        for request in requests:
+            core.add_request(request)
+        Timeline([core], 0.0, stepwise=stepwise).run()
+        assert all(r.num_output_tokens == 30 for r in requests)
+        return [r.token_times for r in requests]
+
+    assert run(stepwise=False) == run(stepwise=True)

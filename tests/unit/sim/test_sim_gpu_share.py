@@ -22,10 +22,10 @@ PROMPT = 400
 OUTPUT = 40
 
 
-def _engine(gpu: GpuShare | None = None) -> EngineCore:
+def _engine(gpu: GpuShare | None = None, profile: str = "roofline:a10g") -> EngineCore:
     config = SimConfig(
         model="Qwen/Qwen3-0.6B", max_model_len=2048, kv_cache_memory_bytes=260_000_000,
-        gpu_memory_utilization=0.01, profile="roofline:a10g",
+        gpu_memory_utilization=0.01, profile=profile,
     )  # fmt: skip
     core = build_engine(config, gpu=gpu).core
     core.stats.observe_latencies = False
@@ -162,15 +162,17 @@ def test_long_prefills_started_together_on_a_shared_gpu_end_together(k: int) -> 
         ), [r.first_token_time for r in requests]
 
 
-def test_decode_runs_equal_steps_one_by_one_beside_long_steps() -> None:
+@pytest.mark.parametrize("profile", ["roofline:a10g", "qwen3-0.6b-h200"])
+def test_decode_runs_equal_steps_one_by_one_beside_long_steps(profile: str) -> None:
     """Catches virtual time's fast path (decode steps in one call) running past another
-    worker's long step whose end is not settled, or pricing its steps without it: three
-    workers on one GPU with long and short prompts arriving at different moments give the same
-    token times stepping one step at a time."""
+    worker's long step whose end is not settled, or pricing its steps without it, or past a
+    step whose outputs are held for the next step's launch (a profile whose long steps keep
+    the GPU busy only part of the time): three workers on one GPU with long and short prompts
+    arriving at different moments give the same token times stepping one step at a time."""
 
     def run(stepwise: bool) -> list[list[float]]:
         gpu = InProcessGpu()
-        cores = [_engine(gpu.member(slot)) for slot in range(3)]
+        cores = [_engine(gpu.member(slot), profile) for slot in range(3)]
         requests = []
         for i in range(9):
             core = cores[i % 3]
