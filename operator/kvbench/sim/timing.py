@@ -183,7 +183,7 @@ PROFILES: dict[str, TimingProfile] = {
             eager_extra_s=0.00045,
             # GPU work of its 16.9 ms 2,048-token step: 8.4 ms on two H100 hosts (six misses at
             # once, bench/results/real-vllm-h100-together.txt), whose SMs and clocks the H200
-            # has (a compute-bound prefill: its faster memory does not shorten it)
+            # has (the prefill is bound by the SMs: its faster memory does not shorten it)
             uncaptured_gpu_fraction=0.5,
             frontend_s=0.0119,
             frontend_per_token_s=1e-6,
