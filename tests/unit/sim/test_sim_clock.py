@@ -85,6 +85,46 @@ def test_no_token_is_released_before_its_step_ends() -> None:
     assert max(early) <= 0, f"seconds early: {max(early)}"
 
 
+def test_a_held_token_is_released_when_the_next_launch_is_done() -> None:
+    """Catches the clock sending a step's held tokens before the next step's launch is done
+    (`EngineCore` holds them where that step is launched kernel by kernel): three 1,024-token
+    misses at once on the H200 profile; the first's token is stamped after its own step's end
+    (when the next one starts) and none reaches the client before its stamp."""
+
+    async def main() -> tuple[list[SimRequest], list[float]]:
+        config = SimConfig(model=MODEL, max_model_len=4096, kv_cache_memory_bytes=1 << 30,
+                           profile="qwen3-0.6b-h200", max_num_batched_tokens=2048)  # fmt: skip
+        clock = EngineClock(build_engine(config).core, time_scale=1.0)
+        clock.start()
+        early: list[float] = []
+        finished = 0
+        done = asyncio.Event()
+
+        def notify(r: SimRequest) -> None:
+            nonlocal finished
+            early.append(clock._wall(r.token_times[r.num_output_tokens - 1]) - time.monotonic())
+            finished += r.finished
+            if finished == 3:
+                done.set()
+
+        misses = [SimRequest(f"m{i}", list(range(10_000 * (i + 1), 10_000 * (i + 1) + 1024)), 2,
+                             arrival_time=0.0) for i in range(3)]  # fmt: skip
+        try:
+            for request in misses:
+                request.notify = notify
+                clock.submit(request)
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            await clock.stop()
+        return misses, early
+
+    misses, early = asyncio.run(main())
+    first, _, third = misses
+    # The third waits for the next step (2,048-token budget), which starts as the first's ends.
+    assert first.first_token_time > third.first_scheduled_time, "held for that step's launch"
+    assert len(early) == 6 and max(early) <= 0, f"seconds early: {max(early)}"
+
+
 def _published_stores(scale: float, requests: list[tuple[SimRequest, float]]):
     """Run `requests` (each submitted after its delay in wall seconds) on a clock at `scale`
     and give the wall time each BlockStored batch went out, with its first token id."""
