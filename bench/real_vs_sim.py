@@ -5,7 +5,9 @@ OUT/real (same file, so the same seeds and request digests), then prints per run
 equal, request hit rate, token hit rate from the responses and from the counters, TTFT p50
 (each side on its own clock: simulated seconds, wall seconds), the servers' own mean TTFT
 (their TTFT histograms: without the network and a router in front), preemptions and whether every
-pod served as many requests; then the medians over trials per point. Either side resumes
+pod served as many requests; then the medians over trials per point, and how many runs keep
+the bounds issue 23 set (hit rate within 3 points, each arm's gain over the Service within 5,
+TTFT p50 within 20 %) with the runs that do not. Either side resumes
 where it stopped (kvbench run's own resume), so a cut-short run is finished by running again.
 
     .venv/bin/python bench/real_vs_sim.py FILE OUT                 # the simulator side
@@ -166,6 +168,62 @@ def table(sim: dict[str, Figures], real: dict[str, Figures]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """How close the simulator must come to real vLLM on one run (issue 23, item 3)."""
+
+    hit_points: float = 3.0
+    gain_points: float = 5.0
+    ttft_ratio: float = 0.20
+    baseline: str = "service"
+    """The arm each arm's gain is measured over (its run ids name it where the arm's stand)."""
+
+
+def bounds(sim: dict[str, Figures], real: dict[str, Figures], limits: Bounds) -> list[str]:
+    """Per run recorded on both sides, the bounds it keeps: request hit rate within
+    `hit_points`, its gain over the baseline arm's run of the same point and trial within
+    `gain_points` (each side's own), TTFT p50 within `ttft_ratio`; the runs off, then the
+    counts."""
+    both = [r for r in sorted(sim) if r in real and not (sim[r].error or real[r].error)]
+    off, kept = [], {"digest": 0, "hit": 0, "gain": 0, "ttft": 0}
+    for rid in both:
+        s, r = sim[rid], real[rid]
+        variant, _, rest = rid.split(".", 2)
+        base = f"{variant}.{limits.baseline}.{rest}"
+        hit = gain = ttft = None
+        if s.request_hit is not None and r.request_hit is not None:
+            hit = 100 * (s.request_hit - r.request_hit)
+            base_sim = sim[base].request_hit if base in both else None
+            base_real = real[base].request_hit if base in both else None
+            if base_sim is not None and base_real is not None:
+                gain = hit - 100 * (base_sim - base_real)
+        if s.ttft_p50 and r.ttft_p50:
+            ttft = s.ttft_p50 / r.ttft_p50 - 1
+        checks = {
+            "digest": s.digest == r.digest,
+            "hit": hit is not None and abs(hit) <= limits.hit_points,
+            "gain": gain is None or abs(gain) <= limits.gain_points,
+            "ttft": ttft is not None and abs(ttft) <= limits.ttft_ratio,
+        }
+        for name, ok in checks.items():
+            kept[name] += ok
+        if not all(checks.values()):
+            off.append(
+                f"  off: {rid:<32} hit {'-' if hit is None else f'{hit:+.1f}'} points, gain "
+                f"{'-' if gain is None else f'{gain:+.1f}'}, TTFT p50 "
+                f"{'-' if ttft is None else f'{100 * ttft:+.0f} %'}"
+                f"{'' if checks['digest'] else ', digest differs'}"
+            )
+    n = len(both)
+    return [
+        f"bounds: runs {n}, digest the same {kept['digest']}, request hit rate within "
+        f"{limits.hit_points:g} points {kept['hit']}, gain over {limits.baseline} within "
+        f"{limits.gain_points:g} points {kept['gain']}, TTFT p50 within "
+        f"{100 * limits.ttft_ratio:.0f} % {kept['ttft']}",
+        *off,
+    ]
+
+
 def reset_cache_file(file: Path, out: Path) -> Path:
     """`file` with freshness reset-cache and VLLM_SERVER_DEV_MODE=1 (what vLLM needs for it)."""
     document = yaml.safe_load(file.read_text())
@@ -254,6 +312,9 @@ def main() -> None:
         "--deadline", type=float, metavar="SECONDS", help="interrupt after this long (resumable)"
     )
     parser.add_argument("--json", type=Path, help="also write both sides' figures here")
+    parser.add_argument(
+        "--baseline", default="service", help="the arm gains are measured over (its name)"
+    )
     args = parser.parse_args()
     if args.compare:
         if args.file or args.real:
@@ -266,6 +327,7 @@ def main() -> None:
     sim, real = load(sim_dir), load(real_dir)
     print(f"\nsim: {sim_dir} ({len(sim)} runs)   real: {real_dir} ({len(real)} runs)\n")
     print("\n".join(table(sim, real)))
+    print("\n".join(["", *bounds(sim, real, Bounds(baseline=args.baseline))]))
     if args.json:
         sides = {"sim": sim, "real": real}
         document = {
