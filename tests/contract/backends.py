@@ -98,11 +98,13 @@ class LocalBackend(Backend):
 
 def _describe(pod) -> str:
     """`pod/NAME`, and where it is in its end: a pod that outlives its deletion says why."""
-    containers = [
-        f"{c.name} {next(k for k, v in c.state.to_dict().items() if v)}"
-        for c in pod.status.container_statuses or []
-        if c.state is not None
-    ]
+    containers = []
+    for c in pod.status.container_statuses or []:
+        if c.state is None:
+            continue
+        kind, state = next((k, v) for k, v in c.state.to_dict().items() if v)
+        why = f" ({state['reason']})" if state.get("reason") else ""
+        containers.append(f"{c.name} {kind}{why}, restarts {c.restart_count}")
     deleting = pod.metadata.deletion_timestamp
     return (
         f"pod/{pod.metadata.name} ({pod.status.phase} on {pod.spec.node_name}"
@@ -188,15 +190,18 @@ class KubeBackend(Backend):
 
     def leftovers(self) -> list[str]:
         """Pods, StatefulSets, Deployments and Jobs of the experiment still there after their
-        deletion had a minute to finish."""
+        deletion had a minute to finish; pods whose deletion the API server holds (their
+        deletion timestamp set) three. Kubernetes 1.20's kubelet, which the test nodes run,
+        can take several times a pod's grace period to report it gone (kubernetes#97288, a
+        1.20 regression): such a pod is then the node's to finish, not the back end's."""
         selector = f"{LABEL_UID}={self.ref.uid}"
         apps = kubernetes.client.AppsV1Api(self.client)
         batch = kubernetes.client.BatchV1Api(self.client)
-        deadline = time.monotonic() + 60
+        start = time.monotonic()
         while True:
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
             found = [
-                *(_describe(p) for p in self.core.list_namespaced_pod(
-                    self.namespace, label_selector=selector).items),
+                *(_describe(p) for p in pods),
                 *(f"statefulset/{s.metadata.name}" for s in apps.list_namespaced_stateful_set(
                     self.namespace, label_selector=selector).items),
                 *(f"deployment/{d.metadata.name}" for d in apps.list_namespaced_deployment(
@@ -204,7 +209,8 @@ class KubeBackend(Backend):
                 *(f"job/{j.metadata.name}" for j in batch.list_namespaced_job(
                     self.namespace, label_selector=selector).items),
             ]  # fmt: skip
-            if not found or time.monotonic() > deadline:
+            deleting = len(found) == len(pods) and all(p.metadata.deletion_timestamp for p in pods)
+            if not found or time.monotonic() - start > (180 if deleting else 60):
                 return found
             time.sleep(0.5)
 
