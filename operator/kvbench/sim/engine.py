@@ -212,21 +212,22 @@ class EngineCore:
                 begun = self._begin_long(batch, start, work, host, launch, pipelined)
                 if held is None:
                     return begun
-                return self._release(held, start + self._launch_s if pipelined else held.end)
-        end = start + self.cost.step_time(
-            batch.num_tokens,
-            batch.context_tokens,
-            batch.attention_pairs,
-            self._sharing(start),
-            head_start,
-        )
-        if self.gpu is not None:
-            self.gpu.occupy(start, end)
-        if held is None:
-            return self._complete(batch, start, end, pipelined)
+        if self._begun is None:  # not a long step begun on the shared GPU above
+            end = start + self.cost.step_time(
+                batch.num_tokens,
+                batch.context_tokens,
+                batch.attention_pairs,
+                self._sharing(start),
+                head_start,
+            )
+            if self.gpu is not None:
+                self.gpu.occupy(start, end)
+            if held is None:
+                return self._complete(batch, start, end, pipelined)
+            self._begun = _Begun(batch, start, pipelined, end)
         # The held outputs come out once this step is launched: vLLM's engine launches the
         # next step before it blocks on the last one's outputs (`step_with_batch_queue`).
-        self._begun = _Begun(batch, start, pipelined, end)
+        assert held is not None
         return self._release(held, start + self._launch_s if pipelined else held.end)
 
     def _complete(self, batch: Batch, start: float, end: float, pipelined: bool) -> StepResult:
